@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run). On a fresh Debian 12 machine it installs what is
+# missing, then:
+#   1. builds everything (RelWithDebInfo, warnings as errors) in build/ and runs the whole ctest
+#      suite;
+#   2. builds the DPDK-free layers with ASan + UBSan in build-asan/ and runs their tests;
+#   3. builds the libFuzzer targets with clang in build-fuzz/ and fuzzes the parser for
+#      ${ROCE_FUZZ_SECONDS:-60} s, seeded from the golden captures.
+# Exits non-zero if any step fails. ROCE_TEST_QUICK=1 runs step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+
+"$root/scripts/install-deps.sh"
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "build (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j "$jobs"
+step "test (build/)"
+(cd build && ctest --output-on-failure -j "$jobs" ${ROCE_CTEST_ARGS:-})
+
+if [[ "${ROCE_TEST_QUICK:-0}" == 1 ]]; then exit 0; fi
+
+step "build with ASan + UBSan (build-asan/)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DROCE_SANITIZE=ON \
+  -DROCE_WITH_DPDK=OFF -DROCE_BENCHMARKS=OFF >/dev/null
+ninja -C build-asan -j "$jobs"
+step "test with ASan + UBSan (build-asan/)"
+(cd build-asan && ctest --output-on-failure -j "$jobs" -L 'unit|protocol|sim')
+
+step "fuzz the parser (build-fuzz/, clang libFuzzer)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DROCE_FUZZ=ON -DROCE_FUZZ_SECONDS="${ROCE_FUZZ_SECONDS:-60}" -DROCE_WITH_DPDK=OFF \
+  -DROCE_BENCHMARKS=OFF >/dev/null
+ninja -C build-fuzz -j "$jobs" parse_fuzzer
+(cd build-fuzz && ctest --output-on-failure -L fuzz)

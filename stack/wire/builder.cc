@@ -1,0 +1,166 @@
+#include "stack/wire/builder.h"
+
+#include <cstring>
+
+#include "stack/wire/icrc.h"
+
+namespace roce::wire {
+
+uint8_t* write_l2l4(uint8_t* frame, const PathSpec& path, uint32_t udp_payload_len) {
+  auto* eth = reinterpret_cast<EthHdr*>(frame);
+  eth->dst = path.dst_mac;
+  eth->src = path.src_mac;
+  uint8_t* p = frame + sizeof(EthHdr);
+  const uint16_t l3_type = path.family == IpFamily::kIpv6 ? kEtherTypeIpv6 : kEtherTypeIpv4;
+  if (path.has_vlan) {
+    eth->ethertype.set(kEtherTypeVlan);
+    auto* tag = reinterpret_cast<VlanTag*>(p);
+    tag->tci.set(path.vlan_tci);
+    tag->ethertype.set(l3_type);
+    p += sizeof(VlanTag);
+  } else {
+    eth->ethertype.set(l3_type);
+  }
+
+  const uint32_t udp_len = sizeof(UdpHdr) + udp_payload_len;
+  if (path.family == IpFamily::kIpv6) {
+    auto* ip = reinterpret_cast<Ipv6Hdr*>(p);
+    ip->ver_tc_flow.set(6u << 28 | static_cast<uint32_t>(path.traffic_class) << 20 |
+                        (path.flow_label & 0xFFFFF));
+    ip->payload_length.set(static_cast<uint16_t>(udp_len));
+    ip->next_header = kIpProtoUdp;
+    ip->hop_limit = path.hop_limit;
+    std::memcpy(ip->src.data(), path.src_gid.data(), 16);
+    std::memcpy(ip->dst.data(), path.dst_gid.data(), 16);
+    p += sizeof(Ipv6Hdr);
+  } else {
+    auto* ip = reinterpret_cast<Ipv4Hdr*>(p);
+    ip->version_ihl = 0x45;
+    ip->tos = path.traffic_class;
+    ip->total_length.set(static_cast<uint16_t>(sizeof(Ipv4Hdr) + udp_len));
+    ip->id.set(path.ipv4_id);
+    ip->flags_frag.set(path.ipv4_df ? kIpv4FlagDf : 0);
+    ip->ttl = path.hop_limit;
+    ip->protocol = kIpProtoUdp;
+    ip->checksum.set(0);
+    std::memcpy(ip->src.data(), path.src_gid.data() + 12, 4);
+    std::memcpy(ip->dst.data(), path.dst_gid.data() + 12, 4);
+    ip->checksum.set(static_cast<uint16_t>(~ipv4_header_checksum(p)));
+    p += sizeof(Ipv4Hdr);
+  }
+
+  auto* udp = reinterpret_cast<UdpHdr*>(p);
+  udp->src_port.set(path.udp_sport);
+  udp->dst_port.set(path.udp_dport);
+  udp->length.set(static_cast<uint16_t>(udp_len));
+  udp->checksum.set(path.udp_checksum);
+  return p + sizeof(UdpHdr);
+}
+
+namespace {
+void write_bth(uint8_t* p, const BthFields& f, uint8_t pad) {
+  auto* bth = reinterpret_cast<Bth*>(p);
+  bth->opcode = f.opcode;
+  bth->se_m_pad_tver = static_cast<uint8_t>((f.solicited ? kBthSe : 0) |
+                                            (f.mig_req ? kBthMigReq : 0) | (pad & 3) << 4);
+  bth->pkey.set(f.pkey);
+  bth->fecn_becn = static_cast<uint8_t>((f.fecn ? kBthFecn : 0) | (f.becn ? kBthBecn : 0));
+  bth->dest_qp.set(f.dest_qp & 0xFFFFFF);
+  bth->ackreq = f.ack_req ? kBthAckReq : 0;
+  bth->psn.set(f.psn & 0xFFFFFF);
+}
+
+void write_ext(uint8_t* p, const OpcodeInfo& op, const ExtHeaders& ext) {
+  const void* src[kExtCount] = {&ext.deth,       &ext.reth, &ext.atomic, &ext.aeth,
+                                &ext.atomic_ack, &ext.imm,  &ext.ieth,   &ext.cnp};
+  for (unsigned e = 0; e < kExtCount; ++e) {
+    if (op.ext_off[e] != 0xFF) std::memcpy(p + op.ext_off[e], src[e], kExtSize[e]);
+  }
+}
+}  // namespace
+
+uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                              const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len) {
+  const OpcodeInfo& op = opcode_info(bth.opcode);
+  const uint8_t pad = op.has(kOpPayload) ? pad_for(payload_len) : 0;
+  const uint32_t l2l4 = l2l4_header_len(path);
+  const uint32_t transport = op.transport_hdr_len();
+  uint8_t* frame = payload - l2l4 - transport;
+
+  const uint32_t udp_payload = transport + payload_len + pad + kIcrcSize;
+  uint8_t* bth_p = write_l2l4(frame, path, udp_payload);
+  write_bth(bth_p, bth, pad);
+  write_ext(bth_p + sizeof(Bth), op, ext);
+  std::memset(payload + payload_len, 0, pad);
+
+  const uint32_t l3_off = static_cast<uint32_t>(sizeof(EthHdr) + (path.has_vlan ? 4 : 0));
+  const uint32_t icrc_off = l2l4 + transport + payload_len + pad;
+  icrc_write(frame + icrc_off,
+             icrc_compute(frame + l3_off, icrc_off - l3_off, path.family == IpFamily::kIpv6));
+  *frame_len = icrc_off + kIcrcSize;
+  return frame;
+}
+
+uint32_t build_frame(uint8_t* buf, uint32_t cap, const PathSpec& path, const BthFields& bth,
+                     const ExtHeaders& ext, const uint8_t* payload, uint32_t payload_len) {
+  const uint32_t hdr = headers_len(path, bth.opcode);
+  if (static_cast<uint64_t>(hdr) + payload_len + kTrailerRoom > cap) return 0;
+  if (payload_len) std::memmove(buf + hdr, payload, payload_len);
+  uint32_t len = 0;
+  build_around_payload(buf + hdr, payload_len, path, bth, ext, &len);
+  return len;
+}
+
+void extract_spec(const PacketInfo& info, PathSpec& path, BthFields& bth, ExtHeaders& ext) {
+  path = PathSpec{};
+  const EthHdr& eth = info.eth();
+  path.dst_mac = eth.dst;
+  path.src_mac = eth.src;
+  path.has_vlan = info.has_vlan;
+  path.vlan_tci = info.vlan_tci;
+  path.family = info.family;
+  path.traffic_class = info.traffic_class;
+  if (info.family == IpFamily::kIpv6) {
+    const Ipv6Hdr& ip = info.ipv6();
+    path.hop_limit = ip.hop_limit;
+    path.flow_label = ip.flow_label();
+    std::memcpy(path.src_gid.data(), ip.src.data(), 16);
+    std::memcpy(path.dst_gid.data(), ip.dst.data(), 16);
+  } else {
+    const Ipv4Hdr& ip = info.ipv4();
+    path.hop_limit = ip.ttl;
+    path.ipv4_df = ip.flags_frag.get() & kIpv4FlagDf;
+    path.ipv4_id = ip.id.get();
+    ipv4_to_gid(ip.src.data(), path.src_gid.data());
+    ipv4_to_gid(ip.dst.data(), path.dst_gid.data());
+  }
+  const auto* udp = reinterpret_cast<const UdpHdr*>(info.frame + info.l4_off);
+  path.udp_sport = udp->src_port.get();
+  path.udp_dport = udp->dst_port.get();
+  path.udp_checksum = udp->checksum.get();
+
+  const Bth& b = info.bth();
+  bth = BthFields{};
+  bth.opcode = b.opcode;
+  bth.solicited = b.solicited();
+  bth.mig_req = b.mig_req();
+  bth.pkey = b.pkey.get();
+  bth.fecn = b.fecn();
+  bth.becn = b.becn();
+  bth.dest_qp = b.dest_qp.get();
+  bth.ack_req = b.ack_req();
+  bth.psn = b.psn.get();
+
+  ext = ExtHeaders{};
+  const OpcodeInfo& op = *info.op;
+  void* dst[kExtCount] = {&ext.deth,       &ext.reth, &ext.atomic, &ext.aeth,
+                          &ext.atomic_ack, &ext.imm,  &ext.ieth,   &ext.cnp};
+  const uint8_t* p = info.frame + info.bth_off + sizeof(Bth);
+  for (unsigned e = 0; e < kExtCount; ++e) {
+    if (op.ext_off[e] != 0xFF && !(info.cnp_short && e == static_cast<unsigned>(Ext::kCnp))) {
+      std::memcpy(dst[e], p + op.ext_off[e], kExtSize[e]);
+    }
+  }
+}
+
+}  // namespace roce::wire

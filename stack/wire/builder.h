@@ -1,0 +1,103 @@
+// Frame builder: writes Ethernet [802.1Q] / IP / UDP / BTH / extension headers in front of a
+// payload that is already in place (the headroom of a packet buffer), then the pad and the ICRC
+// behind it. The datapath builds a PathSpec once per QP and reuses it for every packet.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "stack/wire/headers.h"
+#include "stack/wire/opcode.h"
+#include "stack/wire/parser.h"
+
+namespace roce::wire {
+
+// Everything below the BTH that is fixed for a QP's path (plus the per-packet IPv4 ID).
+struct PathSpec {
+  MacAddr src_mac{};
+  MacAddr dst_mac{};
+  bool has_vlan = false;
+  uint16_t vlan_tci = 0;  // PCP(3) DEI(1) VID(12)
+  IpFamily family = IpFamily::kIpv4;
+  std::array<uint8_t, 16> src_gid{};  // IPv4-mapped for IPv4
+  std::array<uint8_t, 16> dst_gid{};
+  uint8_t traffic_class = 0;  // IPv4 TOS / IPv6 traffic class (DSCP + ECN)
+  uint8_t hop_limit = 64;     // IPv4 TTL / IPv6 hop limit
+  bool ipv4_df = true;
+  uint16_t ipv4_id = 0;
+  uint32_t flow_label = 0;
+  uint16_t udp_sport = 0xC000;
+  uint16_t udp_dport = kRoceUdpPort;
+  uint16_t udp_checksum = 0;  // RoCEv2 senders put 0 here
+};
+
+// Extension header values; the builder copies the ones the opcode calls for.
+struct ExtHeaders {
+  Deth deth{};
+  Reth reth{};
+  AtomicEth atomic{};
+  Aeth aeth{};
+  AtomicAckEth atomic_ack{};
+  ImmDt imm{};
+  Ieth ieth{};
+  CnpPayload cnp{};
+};
+
+// Bytes of Ethernet (+ VLAN) + IP + UDP for a path.
+constexpr uint32_t l2l4_header_len(bool has_vlan, IpFamily family) {
+  return static_cast<uint32_t>(sizeof(EthHdr) + (has_vlan ? sizeof(VlanTag) : 0) +
+                               (family == IpFamily::kIpv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) +
+                               sizeof(UdpHdr));
+}
+inline uint32_t l2l4_header_len(const PathSpec& p) { return l2l4_header_len(p.has_vlan, p.family); }
+
+// All headers in front of the payload for `opcode` on `path`.
+inline uint32_t headers_len(const PathSpec& p, uint8_t opcode) {
+  return l2l4_header_len(p) + opcode_info(opcode).transport_hdr_len();
+}
+
+inline constexpr uint32_t kMaxHeadersLen =
+    sizeof(EthHdr) + sizeof(VlanTag) + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth) + 28;
+// Tailroom the builder needs behind the payload: up to 3 pad bytes and the ICRC.
+inline constexpr uint32_t kTrailerRoom = 3 + kIcrcSize;
+
+inline constexpr uint8_t pad_for(uint32_t payload_len) {
+  return static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
+}
+
+// BTH fields the requester/responder chooses per packet. The pad count is derived from the
+// payload length; TVer is 0.
+struct BthFields {
+  uint8_t opcode = 0;
+  bool solicited = false;
+  bool mig_req = false;
+  uint16_t pkey = kDefaultPkey;
+  bool fecn = false;
+  bool becn = false;
+  uint32_t dest_qp = 0;
+  bool ack_req = false;
+  uint32_t psn = 0;
+};
+
+// Writes the L2-L4 headers at `frame` for a UDP payload (BTH .. ICRC) of `udp_payload_len`
+// bytes; returns a pointer just past the UDP header.
+uint8_t* write_l2l4(uint8_t* frame, const PathSpec& path, uint32_t udp_payload_len);
+
+// Builds a complete frame around a payload already at `payload` (payload_len bytes). The caller
+// guarantees headers_len(path, opcode) bytes of headroom before `payload` and kTrailerRoom bytes
+// after it. Writes pad bytes (zero) and the ICRC. Returns the frame start; *frame_len gets its
+// length.
+uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                              const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len);
+
+// Convenience for tests and tools: builds into `buf` (capacity `cap`) by copying the payload.
+// Returns the frame length, or 0 if it does not fit.
+uint32_t build_frame(uint8_t* buf, uint32_t cap, const PathSpec& path, const BthFields& bth,
+                     const ExtHeaders& ext, const uint8_t* payload, uint32_t payload_len);
+
+// Recovers the PathSpec, BthFields and extension headers from a parsed frame, such that
+// building them again with the same payload reproduces the frame byte for byte (given that its
+// pad bytes are zero).
+void extract_spec(const PacketInfo& info, PathSpec& path, BthFields& bth, ExtHeaders& ext);
+
+}  // namespace roce::wire

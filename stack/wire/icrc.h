@@ -1,0 +1,34 @@
+// Invariant CRC of RoCEv2 (IBA annex A17.4.1): CRC-32 (IEEE 802.3, reflected, zlib's crc32) over
+// 8 bytes of 0xFF standing for the masked LRH, then the IP and UDP headers with their variant
+// fields set to all ones, the BTH with byte 4 (FECN/BECN/reserved) set to all ones, and everything
+// after the BTH up to the ICRC. The value travels little-endian.
+//
+// The masked copy covers only the fixed-size headers; the rest is CRCed in place by a seedable,
+// PCLMULQDQ/VPCLMULQDQ-accelerated CRC (ISA-L), so the payload is never copied.
+#pragma once
+
+#include <cstdint>
+
+namespace roce::wire {
+
+// Plain CRC-32 (zlib convention: crc32(0, ...) starts, pass the result back in to chain).
+uint32_t crc32_ieee(uint32_t crc, const uint8_t* data, uint64_t len);
+
+// ICRC of a packet whose IP header starts at `l3`. `covered_len` counts the bytes from the start
+// of the IP header to the end of the pad (i.e. excluding the 4-byte ICRC). The IPv4 header must
+// have no options; the caller has checked that covered_len holds IP + UDP + BTH.
+uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6);
+
+// Reads / writes the 4-byte ICRC field (little-endian on the wire).
+inline uint32_t icrc_read(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+inline void icrc_write(uint8_t* p, uint32_t icrc) {
+  p[0] = static_cast<uint8_t>(icrc);
+  p[1] = static_cast<uint8_t>(icrc >> 8);
+  p[2] = static_cast<uint8_t>(icrc >> 16);
+  p[3] = static_cast<uint8_t>(icrc >> 24);
+}
+
+}  // namespace roce::wire
