@@ -1,0 +1,344 @@
+// The poll loop, receive dispatch and transmit machinery.
+#include "stack/core/engine.h"
+
+#include <cstring>
+#include <random>
+
+#include "stack/wire/icrc.h"
+#include "stack/wire/opcode.h"
+
+namespace roce {
+
+using wire::OpcodeInfo;
+using wire::PacketInfo;
+using wire::ParseError;
+
+namespace {
+uint64_t seed_or_random(uint64_t seed) {
+  if (seed) return seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+Mtu mtu_for_frame(uint32_t max_frame, bool vlan, Mtu cap) {
+  // Largest IB MTU whose biggest packet (IPv6, RETH + ImmDt, pad, ICRC) fits the frame.
+  const uint32_t overhead = wire::l2l4_header_len(vlan, wire::IpFamily::kIpv6) + 12 + 16 + 4 + 4;
+  Mtu best = Mtu::k256;
+  for (uint8_t m = 1; m <= static_cast<uint8_t>(cap); ++m) {
+    if (mtu_bytes(static_cast<Mtu>(m)) + overhead <= max_frame) best = static_cast<Mtu>(m);
+  }
+  return best;
+}
+}  // namespace
+
+Engine::Engine(const EngineConfig& cfg, PacketIo* io, const Clock* clock)
+    : cfg_(cfg), io_(io), clock_(clock), mrs_(seed_or_random(cfg.seed)), timers_(clock->now_ns()) {
+  if (cfg_.burst == 0 || cfg_.burst > 256) cfg_.burst = 32;
+  if (cfg_.max_qps < 0x12) cfg_.max_qps = 0x12;
+  if (cfg_.max_qps > (1u << 24)) cfg_.max_qps = 1u << 24;
+  if (cfg_.max_inflight_psns == 0 || cfg_.max_inflight_psns > (1u << 22)) {
+    cfg_.max_inflight_psns = 256;
+  }
+  if (cfg_.ack_req_every == 0) cfg_.ack_req_every = 64;
+  now_ = clock->now_ns();
+  active_mtu_ = mtu_for_frame(io->max_frame_len(), cfg_.vlan, cfg_.max_mtu);
+  doorbells_.init(cfg_.max_qps);
+  qps_.resize(cfg_.max_qps);
+  pd_users_.reserve(16);
+}
+
+Engine::~Engine() {
+  // Return every buffer we still hold to the port.
+  if (n_txq_) io_->free(txq_, static_cast<uint16_t>(n_txq_));
+  if (n_spare_) io_->free(spare_, static_cast<uint16_t>(n_spare_));
+}
+
+std::optional<AsyncEvent> Engine::next_async_event() {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (events_.empty()) return std::nullopt;
+  AsyncEvent e = events_.front();
+  events_.pop_front();
+  return e;
+}
+
+void Engine::raise_event(AsyncEventType t, uint32_t id) {
+  std::lock_guard<std::mutex> lock(events_mu_);
+  if (events_.size() < 4096) events_.push_back({t, id});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop.
+
+bool Engine::poll() {
+  now_ = clock_->now_ns();
+  bool work = false;
+
+  const uint16_t n = io_->rx_burst(rx_, cfg_.burst);
+  if (n) {
+    work = true;
+    for (uint16_t i = 0; i < n; ++i) {
+      if (i + 1 < n) __builtin_prefetch(rx_[i + 1].data);
+      handle_rx(rx_[i]);
+    }
+    io_->free(rx_, n);
+  }
+
+  doorbells_.drain([this](uint32_t qpn) {
+    Qp* q = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+    if (!q) return;
+    if (q->attr_.qp_state == QpState::kErr) {
+      flush_qp(*q);
+      return;
+    }
+    schedule_req(*q);
+  });
+
+  if (timers_.armed()) {
+    const size_t before = timers_.armed();
+    timers_.advance(now_, [this](TimerNode& t) { fire_timer(t); });
+    work |= timers_.armed() != before;
+  }
+
+  if (req_head_ || resp_head_) {
+    work = true;
+    run_output();
+  }
+  if (n_txq_) {
+    work = true;
+    flush_tx();
+  }
+  return work;
+}
+
+void Engine::fire_timer(TimerNode& t) {
+  Qp* q = t.owner < qps_.size() ? qps_[t.owner].get() : nullptr;
+  if (!q) return;
+  switch (t.kind) {
+    case kTimerRetransmit:
+      comp_timeout(*q);
+      break;
+    case kTimerRnr:
+      comp_rnr_expired(*q);
+      break;
+    default:
+      break;
+  }
+}
+
+// Responders first (ACKs and READ responses unblock peers), then requesters, round robin, a
+// bounded number of packets per QP per turn.
+void Engine::run_output() {
+  constexpr uint32_t kQuantum = 16;
+  // Responders: one pass over the QPs on the list when we started.
+  Qp* stop = resp_tail_;
+  while (resp_head_ && tx_room()) {
+    Qp* q = resp_head_;
+    resp_head_ = q->next_resp_;
+    if (!resp_head_) resp_tail_ = nullptr;
+    q->next_resp_ = nullptr;
+    q->rcv_.active = false;
+    if (resp_step(*q, kQuantum)) schedule_resp(*q);
+    if (n_txq_ >= cfg_.burst) flush_tx();
+    if (q == stop) break;
+  }
+  // Requesters, likewise.
+  stop = req_tail_;
+  while (req_head_ && tx_room()) {
+    Qp* q = req_head_;
+    req_head_ = q->next_req_;
+    if (!req_head_) req_tail_ = nullptr;
+    q->next_req_ = nullptr;
+    q->snd_.active = false;
+    if (req_step(*q, kQuantum)) schedule_req(*q);
+    if (n_txq_ >= cfg_.burst) flush_tx();
+    if (q == stop) break;
+  }
+}
+
+void Engine::schedule_req(Qp& q) {
+  if (q.snd_.active) return;
+  q.snd_.active = true;
+  q.next_req_ = nullptr;
+  if (req_tail_) {
+    req_tail_->next_req_ = &q;
+  } else {
+    req_head_ = &q;
+  }
+  req_tail_ = &q;
+}
+
+void Engine::schedule_resp(Qp& q) {
+  if (q.rcv_.active) return;
+  q.rcv_.active = true;
+  q.next_resp_ = nullptr;
+  if (resp_tail_) {
+    resp_tail_->next_resp_ = &q;
+  } else {
+    resp_head_ = &q;
+  }
+  resp_tail_ = &q;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receive.
+
+bool Engine::check_path(const Qp& qp, const PacketInfo& info) {
+  // A connected QP accepts packets only from its peer's address to its own (IBA A17.4: the
+  // GRH/IP header must match the QP's address vector).
+  const wire::PathSpec& p = qp.path_;
+  if (info.family == wire::IpFamily::kIpv6) {
+    const wire::Ipv6Hdr& ip = info.ipv6();
+    return std::memcmp(ip.src.data(), p.dst_gid.data(), 16) == 0 &&
+           std::memcmp(ip.dst.data(), p.src_gid.data(), 16) == 0;
+  }
+  const wire::Ipv4Hdr& ip = info.ipv4();
+  return p.family == wire::IpFamily::kIpv4 &&
+         std::memcmp(ip.src.data(), p.dst_gid.data() + 12, 4) == 0 &&
+         std::memcmp(ip.dst.data(), p.src_gid.data() + 12, 4) == 0;
+}
+
+void Engine::handle_rx(const PktBuf& b) {
+  ++ctr_.rx_frames;
+  ctr_.rx_bytes += b.len;
+  PacketInfo info;
+  const ParseError err = wire::parse_frame(b.data, b.len, info, {.verify_icrc = cfg_.verify_icrc});
+  if (err != ParseError::kOk) {
+    if (err == ParseError::kNotIp || err == ParseError::kNotUdp ||
+        err == ParseError::kWrongUdpPort) {
+      ++ctr_.rx_not_roce;
+      if (net_handler_) net_handler_(net_ctx_, info, err);
+    } else {
+      ++ctr_.rx_parse_error[static_cast<unsigned>(err)];
+    }
+    return;
+  }
+  // Frames addressed to another station (a bridge flooding, promiscuous ports).
+  const wire::EthHdr& eth = info.eth();
+  if (std::memcmp(eth.dst.data(), cfg_.mac.data(), 6) != 0) {
+    ++ctr_.rx_not_our_mac;
+    return;
+  }
+  ++ctr_.rx_roce;
+  if (tap_) tap_(tap_ctx_, b.data, b.len, false, now_);
+
+  const OpcodeInfo& op = *info.op;
+  if (op.transport == wire::Transport::kCnp) {
+    Qp* q = qp(info.dest_qp);
+    if (q) ++q->counters_.cnps_received;  // rate control: the congestion-control policy
+    return;
+  }
+  Qp* q = qp(info.dest_qp);
+  if (!q) {
+    ++ctr_.rx_unknown_qp;
+    return;
+  }
+  const QpType t = q->type();
+  const bool transport_ok = (t == QpType::kRc && op.transport == wire::Transport::kRc) ||
+                            (t == QpType::kUd && op.transport == wire::Transport::kUd) ||
+                            (t == QpType::kUc && op.transport == wire::Transport::kUc);
+  if (!transport_ok) {
+    ++ctr_.rx_wrong_transport;
+    return;
+  }
+  // P_Key: the low 15 bits must match, and at least one side must be a full member
+  // (IBA 10.9.3). Our only P_Key is the default 0xFFFF.
+  if ((info.pkey & 0x7FFF) != 0x7FFF || (info.pkey & 0x8000) == 0) {
+    ++ctr_.rx_pkey_mismatch;
+    return;
+  }
+  const QpState st = q->attr_.qp_state;
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kErr) {
+    ++ctr_.rx_bad_qp_state;
+    return;
+  }
+  if (t == QpType::kUd) {
+    ud_receive(*q, info);
+    return;
+  }
+  if (!check_path(*q, info)) {
+    ++ctr_.rx_addr_mismatch;
+    return;
+  }
+  ++q->counters_.rx_packets;
+  q->counters_.rx_bytes += b.len;
+  if (op.flags & wire::kOpRequest) {
+    resp_handle(*q, info);
+  } else if (st != QpState::kRtr) {
+    comp_handle(*q, info);  // responses need a send queue: RTS, SQD, SQE
+  } else {
+    ++ctr_.rx_bad_qp_state;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transmit.
+
+PktBuf* Engine::tx_buf() {
+  if (n_spare_ == 0) {
+    n_spare_ = io_->alloc(spare_, kSpareCap);
+    if (n_spare_ == 0) {
+      ++ctr_.tx_no_buffer;
+      return nullptr;
+    }
+  }
+  PktBuf* b = &txq_[n_txq_];
+  *b = spare_[--n_spare_];
+  return b;
+}
+
+uint8_t* Engine::begin_frame(PktBuf* b, uint32_t hdr_len) { return b->data + hdr_len; }
+
+void Engine::finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
+                          const wire::BthFields& bth, const wire::ExtHeaders& ext) {
+  path.ipv4_id = ip_id_++;
+  uint32_t frame_len = 0;
+  uint8_t* frame = wire::build_around_payload(payload, len, path, bth, ext, &frame_len);
+  b->data = frame;
+  b->len = frame_len;
+  ++n_txq_;
+  ++qp.counters_.tx_packets;
+  qp.counters_.tx_bytes += frame_len;
+  if (tap_) tap_(tap_ctx_, frame, frame_len, true, now_);
+}
+
+bool Engine::send_raw(const uint8_t* frame, uint32_t len) {
+  if (!tx_room()) flush_tx();
+  if (!tx_room() || len > io_->max_frame_len()) return false;
+  PktBuf* b = tx_buf();
+  if (!b || b->cap < len) return false;
+  std::memcpy(b->data, frame, len);
+  b->len = len;
+  ++n_txq_;
+  return true;
+}
+
+void Engine::flush_tx() {
+  uint32_t sent = 0;
+  while (sent < n_txq_) {
+    const uint16_t chunk = static_cast<uint16_t>(n_txq_ - sent > 256 ? 256 : n_txq_ - sent);
+    const uint16_t k = io_->tx_burst(txq_ + sent, chunk);
+    for (uint16_t i = 0; i < k; ++i) {
+      ctr_.tx_bytes += txq_[sent + i].len;
+    }
+    ctr_.tx_frames += k;
+    sent += k;
+    if (k < chunk) {
+      ++ctr_.tx_backpressure;
+      break;
+    }
+  }
+  if (sent < n_txq_) {
+    std::memmove(txq_, txq_ + sent, (n_txq_ - sent) * sizeof(PktBuf));
+  }
+  n_txq_ -= sent;
+}
+
+void Engine::push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp) {
+  if (cq->push(c, solicited)) return;
+  // IBA 11.4.2.1: CQ overrun is a CQ error; the QPs using it go to the error state.
+  ++ctr_.cq_overflow;
+  raise_event(AsyncEventType::kCqErr, cq->cqn());
+  if (qp && qp->attr_.qp_state != QpState::kErr) qp_error(*qp);
+}
+
+}  // namespace roce

@@ -1,0 +1,266 @@
+// The engine: one per port. It owns the port's packet I/O and every QP, CQ, SRQ, MR, AH,
+// neighbour entry and timer bound to it, and it alone touches them, so the datapath takes no
+// locks. One poll() is one iteration of:
+//
+//   rx burst -> parse + validate (ICRC, addresses, P_Key, QP state) -> dispatch by QPN to the
+//   responder (requests) or the completer (responses) -> doorbells -> timers -> responder and
+//   requester output within window and rate -> tx burst.
+//
+// Methods are split by topic over engine.cc (loop, rx, tx), engine_control.cc (objects, modify
+// QP), requester.cc, completer.cc and responder.cc. Every method is "owning thread only": the
+// application reaches the engine through the QP/CQ/SRQ queues, and runs control operations on
+// the engine's thread (EngineRunner) or with the engine not running (simulation, inline mode).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "stack/core/mr.h"
+#include "stack/core/qp.h"
+#include "stack/core/queues.h"
+#include "stack/core/types.h"
+#include "stack/io/packet_io.h"
+#include "stack/net/neighbors.h"
+#include "stack/util/clock.h"
+#include "stack/util/doorbell.h"
+#include "stack/util/timer_wheel.h"
+#include "stack/wire/parser.h"
+
+namespace roce {
+
+struct EngineConfig {
+  Mac mac{0x02, 0, 0, 0, 0, 0x01};
+  // GID table of the port: RoCEv2 GIDs (IPv6 addresses; ::ffff:a.b.c.d for IPv4).
+  std::vector<Gid> gids;
+  bool vlan = false;
+  uint16_t vlan_tci = 0;  // PCP(3) DEI(1) VID(12)
+  // Largest IB path MTU the port offers (also capped by the port's frame size).
+  Mtu max_mtu = Mtu::k4096;
+  uint32_t max_qps = 4096;  // QPNs 0x11 .. max_qps-1
+  uint32_t max_cqs = 4096;
+  uint32_t max_srqs = 1024;
+  uint32_t max_ahs = 4096;
+  uint16_t burst = 32;
+  // Go-back-N window: PSNs a QP may have unacknowledged.
+  uint32_t max_inflight_psns = 256;
+  // The requester asks for an ACK at least every this many packets (and on every last packet).
+  uint32_t ack_req_every = 64;
+  bool verify_icrc = true;
+  uint64_t seed = 0;  // key generation; 0 = from std::random_device
+};
+
+// Why received frames were dropped (per engine).
+struct EngineCounters {
+  uint64_t rx_frames = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_roce = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_parse_error[static_cast<unsigned>(wire::ParseError::kCount)] = {};
+  uint64_t rx_not_roce = 0;  // ARP / ICMP / other, handed to the neighbour code
+  uint64_t rx_unknown_qp = 0;
+  uint64_t rx_bad_qp_state = 0;
+  uint64_t rx_wrong_transport = 0;  // e.g. a UD opcode for an RC QP
+  uint64_t rx_pkey_mismatch = 0;
+  uint64_t rx_addr_mismatch = 0;  // source/destination IP not the QP's path
+  uint64_t rx_not_our_mac = 0;
+  uint64_t tx_no_buffer = 0;     // alloc failed: output deferred
+  uint64_t tx_backpressure = 0;  // tx_burst took fewer than offered
+  uint64_t cq_overflow = 0;
+  uint64_t ud_qkey_mismatch = 0;
+  uint64_t ud_no_recv = 0;
+  uint64_t ud_too_long = 0;
+  uint64_t neighbor_wait = 0;  // sends held while a destination MAC resolves
+};
+
+// Asynchronous events (ibv_event_type values).
+enum class AsyncEventType : uint8_t {
+  kCqErr = 0,
+  kQpFatal = 1,
+  kQpReqErr = 2,
+  kQpAccessErr = 3,
+  kSqDrained = 6,
+  kSrqLimitReached = 15,
+  kQpLastWqeReached = 16,
+};
+struct AsyncEvent {
+  AsyncEventType type;
+  uint32_t id;  // QPN, CQN or SRQN
+};
+
+struct AddressHandle {
+  AhAttr attr{};
+  wire::PathSpec path{};
+  bool path_ready = false;
+  bool in_use = false;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& cfg, PacketIo* io, const Clock* clock);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  const EngineCounters& counters() const { return ctr_; }
+  Mtu active_mtu() const { return active_mtu_; }
+  NeighborTable& neighbors() { return neighbors_; }
+
+  // --- control path (engine_control.cc); errno-style results ---
+  uint32_t alloc_pd();
+  int dealloc_pd(uint32_t pd);
+  int reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+             uint32_t* key);
+  int dereg_mr(uint32_t key);
+  const MrTable& mrs() const { return mrs_; }
+  CompletionQueue* create_cq(uint32_t depth, int* err);
+  int destroy_cq(CompletionQueue* cq);
+  SharedReceiveQueue* create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, int* err);
+  int destroy_srq(SharedReceiveQueue* srq);
+  Qp* create_qp(const QpInitAttr& init, int* err);
+  int destroy_qp(Qp* qp);
+  int modify_qp(Qp* qp, const QpAttr& attr, uint32_t mask);
+  int query_qp(const Qp* qp, QpAttr* attr) const;
+  Qp* qp(uint32_t qpn) const { return qpn < qps_.size() ? qps_[qpn].get() : nullptr; }
+  int create_ah(uint32_t pd, const AhAttr& attr, uint32_t* ah);
+  int destroy_ah(uint32_t ah);
+  // Pops the oldest asynchronous event (any thread).
+  std::optional<AsyncEvent> next_async_event();
+
+  // --- datapath (engine.cc) ---
+  // One iteration. Returns true if it did any work (received, sent, or fired a timer).
+  bool poll();
+  // Earliest armed timer deadline (ns), UINT64_MAX if none. For simulators and idle sleep.
+  uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
+  // Whether any QP has output waiting (a simulator must not skip time then).
+  bool has_pending_output() const { return req_head_ || resp_head_ || n_txq_; }
+
+  // Observes every RoCE frame received (tx=false) and sent (tx=true): capture files.
+  using Tap = void (*)(void* ctx, const uint8_t* frame, uint32_t len, bool tx, uint64_t now_ns);
+  void set_tap(Tap tap, void* ctx) {
+    tap_ = tap;
+    tap_ctx_ = ctx;
+  }
+  // Handles frames that are not RoCEv2 (ARP, ICMP, ND). Owning thread.
+  using NetHandler = void (*)(void* ctx, const wire::PacketInfo& info, wire::ParseError why);
+  void set_net_handler(NetHandler h, void* ctx) {
+    net_handler_ = h;
+    net_ctx_ = ctx;
+  }
+  // Sends a raw frame (neighbour protocol replies): copies it into a tx buffer.
+  bool send_raw(const uint8_t* frame, uint32_t len);
+  // A neighbour resolved: QPs and AHs waiting for this address build their paths.
+  void on_neighbor_resolved(const Gid& ip);
+  uint64_t now_ns() const { return now_; }
+
+ private:
+  friend class EngineTestPeer;
+  // engine.cc
+  void handle_rx(const PktBuf& b);
+  bool check_path(const Qp& qp, const wire::PacketInfo& info);
+  PktBuf* tx_buf();
+  uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len);
+  void finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
+                    const wire::BthFields& bth, const wire::ExtHeaders& ext);
+  bool tx_room() const { return n_txq_ < kTxqCap - 1; }
+  void flush_tx();
+  void fire_timer(TimerNode& n);
+  void schedule_req(Qp& qp);
+  void schedule_resp(Qp& qp);
+  void run_output();
+  void push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp);
+  void raise_event(AsyncEventType t, uint32_t id);
+
+  // engine_control.cc
+  int validate_modify(const Qp& qp, const QpAttr& a, uint32_t mask, QpState cur, QpState next);
+  bool build_path(const AhAttr& ah, uint32_t local_qpn, uint32_t remote_qpn, wire::PathSpec* path,
+                  bool* ready);
+  void reset_qp_state(Qp& qp);
+  void set_state(Qp& qp, QpState s);
+  // Moves the QP to ERR and flushes both queues (IBA 10.3.1: error state).
+  void qp_error(Qp& qp);
+  void flush_qp(Qp& qp);
+
+  // requester.cc
+  bool req_step(Qp& qp, uint32_t budget);  // true while the QP has more to send
+  bool req_can_start(Qp& qp, const SendWqe& w);
+  bool req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot);
+  void req_rewind(Qp& qp, uint32_t psn);
+  bool ud_send(Qp& qp, SendWqe& w);
+  bool gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len, WcStatus* err);
+
+  // completer.cc
+  void comp_handle(Qp& qp, const wire::PacketInfo& info);
+  void comp_ack_upto(Qp& qp, uint32_t psn);  // completes SEND/WRITE WQEs with last PSN <= psn
+  void comp_complete_head(Qp& qp, WcStatus st);
+  void comp_error(Qp& qp, WcStatus st);
+  void comp_timeout(Qp& qp);
+  void comp_rnr_expired(Qp& qp);
+  void comp_progress(Qp& qp);
+  void arm_retransmit(Qp& qp);
+  bool scatter_read(Qp& qp, const SendWqe& w, uint32_t offset, const uint8_t* src, uint32_t len);
+
+  // responder.cc
+  void resp_handle(Qp& qp, const wire::PacketInfo& info);
+  void resp_duplicate(Qp& qp, const wire::PacketInfo& info);
+  void resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void resp_fatal(Qp& qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
+  bool resp_take_wqe(Qp& qp);
+  bool resp_scatter(Qp& qp, const uint8_t* src, uint32_t len);
+  void resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus st, bool write_imm);
+  bool resp_step(Qp& qp, uint32_t budget);  // emits queued responses; true while more remain
+  RespOut* resp_out_push(Qp& qp);
+  void ud_receive(Qp& qp, const wire::PacketInfo& info);
+
+  EngineConfig cfg_;
+  PacketIo* io_;
+  const Clock* clock_;
+  uint64_t now_ = 0;
+  Mtu active_mtu_ = Mtu::k1024;
+  EngineCounters ctr_{};
+  MrTable mrs_;
+  NeighborTable neighbors_;
+  TimerWheel timers_;
+  DoorbellSet doorbells_;
+
+  std::vector<std::unique_ptr<Qp>> qps_;
+  uint32_t next_qpn_ = 0x11;
+  std::vector<std::unique_ptr<CompletionQueue>> cqs_;
+  std::vector<std::unique_ptr<SharedReceiveQueue>> srqs_;
+  std::vector<AddressHandle> ahs_;
+  std::vector<uint32_t> pd_users_;  // index = PD number; UINT32_MAX = free
+  uint16_t ip_id_ = 0;
+
+  // Output scheduling: FIFO lists of QPs with work (intrusive).
+  Qp* req_head_ = nullptr;
+  Qp* req_tail_ = nullptr;
+  Qp* resp_head_ = nullptr;
+  Qp* resp_tail_ = nullptr;
+
+  // tx buffers.
+  static constexpr uint32_t kTxqCap = 256;
+  static constexpr uint32_t kSpareCap = 64;
+  PktBuf txq_[kTxqCap];
+  uint32_t n_txq_ = 0;
+  PktBuf spare_[kSpareCap];
+  uint32_t n_spare_ = 0;
+  PktBuf rx_[256];
+
+  Tap tap_ = nullptr;
+  void* tap_ctx_ = nullptr;
+  NetHandler net_handler_ = nullptr;
+  void* net_ctx_ = nullptr;
+
+  std::mutex events_mu_;  // async events only: rare, never per packet
+  std::deque<AsyncEvent> events_;
+};
+
+// Timer kinds (TimerNode::kind).
+enum TimerKind : uint8_t { kTimerRetransmit = 1, kTimerRnr = 2 };
+
+}  // namespace roce

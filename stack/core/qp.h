@@ -1,0 +1,174 @@
+// A queue pair: its application side (post_send / post_recv into the work queues, then a
+// doorbell) and its engine-private transport state (requester, completer, responder). The
+// engine owns every field below "engine-private"; the application touches only the queues
+// and reads the state shadow.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "stack/core/queues.h"
+#include "stack/core/types.h"
+#include "stack/util/doorbell.h"
+#include "stack/util/spsc_queue.h"
+#include "stack/util/timer_wheel.h"
+#include "stack/wire/builder.h"
+
+namespace roce {
+
+struct QpInitAttr {
+  QpType type = QpType::kRc;
+  uint32_t pd = 0;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  SharedReceiveQueue* srq = nullptr;
+  QpCap cap{};
+  bool sq_sig_all = false;
+  uint64_t user_context = 0;
+};
+
+// Per-QP counters (engine thread writes; readers tolerate torn snapshots).
+struct QpCounters {
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t retransmitted_packets = 0;
+  uint64_t retransmit_events = 0;  // go-back-N rewinds (NAK or timeout)
+  uint64_t local_ack_timeouts = 0;
+  uint64_t rnr_naks_received = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t seq_naks_received = 0;
+  uint64_t seq_naks_sent = 0;
+  uint64_t error_naks_received = 0;  // invalid request / remote access / remote op
+  uint64_t error_naks_sent = 0;
+  uint64_t duplicate_requests = 0;
+  uint64_t out_of_sequence = 0;
+  uint64_t implicit_naks = 0;      // READ/atomic responses missing behind a later ACK
+  uint64_t dropped_responses = 0;  // ghost / stale responses
+  uint64_t atomics_executed = 0;
+  uint64_t cnps_received = 0;
+  uint64_t cnps_sent = 0;
+};
+
+// Engine-private state of one send-queue slot.
+struct SendSlot {
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;  // PSNs the WQE consumes (a READ: its response packets)
+  bool started = false;
+  WcStatus error = WcStatus::kSuccess;  // a local error found while sending it
+};
+
+// Responder output, in PSN order: ACK/NAKs, READ response streams, atomic ACKs.
+struct RespOut {
+  enum Kind : uint8_t { kAck, kRead, kAtomic };
+  Kind kind = kAck;
+  uint8_t syndrome = 0;  // ACK / NAK / RNR NAK syndrome
+  uint32_t psn = 0;      // ACK: PSN acknowledged; READ: next response PSN
+  uint32_t msn = 0;
+  // READ stream.
+  uint32_t rkey = 0;
+  uint64_t va = 0;
+  uint32_t remaining = 0;
+  bool first = true;  // next response is the first of the stream
+  bool whole = true;  // the stream covers the whole READ (FIRST/ONLY opcodes allowed)
+  uint64_t orig = 0;  // atomic result
+};
+
+// Saved READ / atomic requests, for duplicates (IBA 9.7.5.1.5: re-execute READs, answer
+// atomics from the saved result).
+struct RdResource {
+  enum Kind : uint8_t { kEmpty, kRead, kAtomic };
+  Kind kind = kEmpty;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t orig = 0;
+};
+
+class Qp {
+ public:
+  Qp(uint32_t qpn, const QpInitAttr& init, DoorbellSet* doorbells);
+  bool init_queues();  // false on allocation failure
+
+  uint32_t qpn() const { return qpn_; }
+  QpType type() const { return init_.type; }
+  const QpInitAttr& init_attr() const { return init_; }
+  QpState state() const { return state_shadow_.load(std::memory_order_acquire); }
+
+  // --- application side ---
+  // 0, or an errno: EINVAL (bad request for this QP, or wrong state), ENOMEM (queue full).
+  int post_send(const SendWr& wr);
+  int post_recv(const RecvWr& wr);
+  // Posts several and rings the doorbell once; *bad gets the index of the first failure.
+  int post_send_list(const SendWr* wrs, uint32_t n, uint32_t* bad);
+
+  // --- engine-private (engine thread only) ---
+  QpInitAttr init_;
+  uint32_t qpn_;
+  DoorbellSet* doorbells_;
+  std::atomic<QpState> state_shadow_{QpState::kReset};
+  SpscQueue sq_;
+  SpscQueue rq_;
+  std::unique_ptr<SendSlot[]> slots_;
+
+  QpAttr attr_{};
+  QpCounters counters_{};
+  uint32_t mtu_ = 1024;
+  wire::PathSpec path_{};
+  uint32_t l2l4_len_ = 0;
+  bool path_ready_ = false;  // destination MAC resolved
+
+  // Requester + completer.
+  struct Send {
+    uint32_t head = 0;       // oldest WQE not completed (published to the app as sq_ consumer)
+    uint32_t send = 0;       // WQE being sent / next to start
+    uint32_t tail = 0;       // WQEs seen posted
+    uint32_t offset = 0;     // bytes of WQE `send` already sent
+    uint32_t psn = 0;        // next PSN to send
+    uint32_t max_psn = 0;    // one past the highest PSN sent so far
+    uint32_t comp_psn = 0;   // oldest PSN not acknowledged
+    uint32_t rd_atomic = 0;  // READ/atomic WQEs started and not completed
+    uint32_t noack_pkts = 0;
+    uint8_t retry_left = 0;
+    uint8_t rnr_retry_left = 0;
+    bool rnr_wait = false;
+    bool retry_pending = false;  // a rewind to comp_psn already happened; wait for progress
+    bool active = false;         // on the engine's requester list
+    bool drained_event = false;  // SQD: async event raised
+    TimerNode retransmit{};
+    TimerNode rnr{};
+  } snd_;
+
+  // Responder.
+  struct Recv {
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // a sequence-error / RNR NAK is outstanding: drop until epsn
+    enum InMsg : uint8_t { kNone, kSend, kWrite } in_msg = kNone;
+    bool have_wqe = false;
+    uint32_t offset = 0;  // bytes received into the current message
+    uint64_t write_va = 0;
+    uint32_t write_rkey = 0;
+    uint32_t write_remaining = 0;
+    uint32_t write_len = 0;
+    std::unique_ptr<uint8_t[]> wqe_buf;  // the receive WQE in use (copied out of RQ/SRQ)
+    RdResource rd[kMaxRdAtomic];
+    uint32_t rd_next = 0;
+    static constexpr uint32_t kOutSize = 2 * kMaxRdAtomic + 4;
+    RespOut out[kOutSize];
+    uint32_t out_head = 0;
+    uint32_t out_tail = 0;
+    bool active = false;  // on the engine's responder list
+    RecvWqe* wqe() { return reinterpret_cast<RecvWqe*>(wqe_buf.get()); }
+  } rcv_;
+
+  // Intrusive links for the engine's schedule lists.
+  Qp* next_req_ = nullptr;
+  Qp* next_resp_ = nullptr;
+};
+
+}  // namespace roce

@@ -1,0 +1,86 @@
+#include "stack/core/queues.h"
+
+#include <cstring>
+
+namespace roce {
+
+int fill_recv_wqe(const RecvWr& wr, uint32_t max_sge, RecvWqe* w) {
+  if (wr.num_sge > max_sge) return EINVAL;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+  if (total > kMaxMsgSize) return EINVAL;
+  w->wr_id = wr.wr_id;
+  w->num_sge = wr.num_sge;
+  w->length = static_cast<uint32_t>(total);
+  if (wr.num_sge) std::memcpy(w->sges(), wr.sg_list, wr.num_sge * sizeof(Sge));
+  return 0;
+}
+
+// --- CompletionQueue ---
+bool CompletionQueue::init(uint32_t cqn, uint32_t depth) {
+  cqn_ = cqn;
+  depth_ = depth;
+  return ring_.init(depth, sizeof(Cqe));
+}
+
+int CompletionQueue::poll(Cqe* out, int n) {
+  const uint32_t cons = ring_.cons_local();
+  const uint32_t avail = ring_.prod_acquire() - cons;
+  const uint32_t take = avail < static_cast<uint32_t>(n) ? avail : static_cast<uint32_t>(n);
+  for (uint32_t i = 0; i < take; ++i) out[i] = *ring_.at<Cqe>(cons + i);
+  if (take) ring_.retire(cons + take);
+  return static_cast<int>(take);
+}
+
+bool CompletionQueue::push(const Cqe& c, bool solicited) {
+  if (ring_.free_slots() == 0) {
+    overflow_.store(true, std::memory_order_release);
+    return false;
+  }
+  const uint32_t prod = ring_.prod_local();
+  *ring_.at<Cqe>(prod) = c;
+  ring_.publish(prod + 1);
+  const uint8_t armed = armed_.load(std::memory_order_acquire);
+  if (armed == kArmedAny || (armed == kArmedSolicited && solicited)) {
+    if (armed_.exchange(kDisarmed, std::memory_order_acq_rel) != kDisarmed && notify_) {
+      notify_(notify_ctx_, this);
+    }
+  }
+  return true;
+}
+
+// --- SharedReceiveQueue ---
+bool SharedReceiveQueue::init(uint32_t srqn, uint32_t pd, uint32_t max_wr, uint32_t max_sge) {
+  srqn_ = srqn;
+  pd_ = pd;
+  max_wr_ = max_wr;
+  max_sge_ = max_sge;
+  return ring_.init(max_wr, recv_slot_bytes(max_sge));
+}
+
+int SharedReceiveQueue::post_recv(const RecvWr& wr) {
+  if (ring_.free_slots() == 0) return ENOMEM;
+  const uint32_t prod = ring_.prod_local();
+  int rc = fill_recv_wqe(wr, max_sge_, ring_.at<RecvWqe>(prod));
+  if (rc) return rc;
+  ring_.publish(prod + 1);
+  return 0;
+}
+
+bool SharedReceiveQueue::take(RecvWqe* out) {
+  const uint32_t cons = ring_.cons_local();
+  if (ring_.prod_acquire() == cons) return false;
+  const RecvWqe* w = ring_.at<RecvWqe>(cons);
+  std::memcpy(out, w, recv_slot_bytes(w->num_sge < max_sge_ ? w->num_sge : max_sge_));
+  ring_.retire(cons + 1);
+  return true;
+}
+
+bool SharedReceiveQueue::take_limit_event() {
+  const uint32_t lim = limit_.load(std::memory_order_acquire);
+  if (lim == 0 || available() >= lim) return false;
+  uint32_t expected = lim;
+  return limit_.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
+}  // namespace roce

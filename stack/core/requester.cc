@@ -1,0 +1,377 @@
+// Requester: turns send WQEs into request packets (IBA 9.7.4, 9.5 segmentation by path MTU),
+// within the go-back-N window and the READ/atomic limit, and rewinds on NAK or timeout. Packets
+// are always rebuilt from the WQE and registered memory: nothing is kept for retransmission.
+#include <algorithm>
+#include <cstring>
+
+#include "stack/core/engine.h"
+#include "stack/wire/opcode.h"
+#include "stack/wire/psn.h"
+
+namespace roce {
+
+using wire::psn_add;
+using wire::psn_diff;
+namespace op = wire::op;
+
+namespace {
+bool is_rd_atomic(WrOpcode o) {
+  return o == WrOpcode::kRdmaRead || o == WrOpcode::kAtomicCmpAndSwp ||
+         o == WrOpcode::kAtomicFetchAndAdd;
+}
+bool is_atomic(WrOpcode o) {
+  return o == WrOpcode::kAtomicCmpAndSwp || o == WrOpcode::kAtomicFetchAndAdd;
+}
+uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
+
+// Opcode of a SEND or WRITE packet by its place in the message (IBA table 38).
+uint8_t send_write_opcode(WrOpcode o, bool first, bool last, uint8_t base) {
+  const bool only = first && last;
+  switch (o) {
+    case WrOpcode::kSend:
+      return base + (only    ? op::kRcSendOnly
+                     : first ? op::kRcSendFirst
+                     : last  ? op::kRcSendLast
+                             : op::kRcSendMiddle);
+    case WrOpcode::kSendWithImm:
+      return base + (only    ? op::kRcSendOnlyImm
+                     : first ? op::kRcSendFirst
+                     : last  ? op::kRcSendLastImm
+                             : op::kRcSendMiddle);
+    case WrOpcode::kSendWithInv:
+      return only    ? op::kRcSendOnlyInv
+             : first ? op::kRcSendFirst
+             : last  ? op::kRcSendLastInv
+                     : op::kRcSendMiddle;
+    case WrOpcode::kRdmaWrite:
+      return base + (only    ? op::kRcWriteOnly
+                     : first ? op::kRcWriteFirst
+                     : last  ? op::kRcWriteLast
+                             : op::kRcWriteMiddle);
+    case WrOpcode::kRdmaWriteWithImm:
+      return base + (only    ? op::kRcWriteOnlyImm
+                     : first ? op::kRcWriteFirst
+                     : last  ? op::kRcWriteLastImm
+                             : op::kRcWriteMiddle);
+    default:
+      return 0xFF;
+  }
+}
+}  // namespace
+
+// Copies `len` bytes of the WQE's payload, starting `offset` bytes into the message, to `dst`.
+// Every SGE is checked against its memory region on every packet: a region deregistered while
+// the WQE is outstanding turns into a local protection error, never a stray read.
+bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len,
+                    WcStatus* err) {
+  if (len == 0) return true;
+  if (w.is_inline()) {
+    std::memcpy(dst, w.inline_data() + offset, len);
+    return true;
+  }
+  const Sge* sge = w.sges();
+  uint32_t i = 0;
+  while (i < w.num_sge && offset >= sge[i].length) offset -= sge[i++].length;
+  while (len) {
+    if (i >= w.num_sge) {
+      *err = WcStatus::kLocLenErr;
+      return false;
+    }
+    const uint32_t chunk = std::min(len, sge[i].length - offset);
+    uint8_t* host = nullptr;
+    if (mrs_.check(sge[i].lkey, qp.init_.pd, sge[i].addr + offset, chunk, 0, &host) !=
+        MrCheck::kOk) {
+      *err = WcStatus::kLocProtErr;
+      return false;
+    }
+    std::memcpy(dst, host, chunk);
+    dst += chunk;
+    len -= chunk;
+    offset = 0;
+    ++i;
+  }
+  return true;
+}
+
+// Checks made once, when a WQE is about to start: limits, fence, local buffers.
+bool Engine::req_can_start(Qp& qp, const SendWqe& w) {
+  if (qp.attr_.qp_state == QpState::kSqd) return false;  // drain: nothing new starts
+  const uint32_t max_rd = std::max<uint32_t>(1, qp.attr_.max_rd_atomic);
+  // IBA 10.8.3.3: a fenced WQE waits for every earlier READ and atomic to complete.
+  if ((w.flags & kSendFence) && qp.snd_.rd_atomic > 0) return false;
+  if (is_rd_atomic(w.opcode) && qp.snd_.rd_atomic >= max_rd) return false;
+  return true;
+}
+
+// Local buffers of READ and atomic WQEs receive data: they need LOCAL_WRITE.
+static WcStatus check_local_write(const MrTable& mrs, uint32_t pd, const SendWqe& w) {
+  const Sge* sge = w.sges();
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sge[i].length == 0) continue;
+    uint8_t* host = nullptr;
+    if (mrs.check(sge[i].lkey, pd, sge[i].addr, sge[i].length, kAccessLocalWrite, &host) !=
+        MrCheck::kOk) {
+      return WcStatus::kLocProtErr;
+    }
+  }
+  return WcStatus::kSuccess;
+}
+
+bool Engine::req_step(Qp& qp, uint32_t budget) {
+  const QpState st = qp.attr_.qp_state;
+  if (st != QpState::kRts && st != QpState::kSqd) return false;
+  if (qp.type() != QpType::kRc) {
+    // Datagram and unreliable QPs complete as they send.
+    qp.snd_.tail = qp.sq_.prod_acquire();
+    uint32_t n = 0;
+    while (qp.snd_.send != qp.snd_.tail && n < budget && tx_room()) {
+      SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
+      if (!ud_send(qp, w)) return false;
+      ++n;
+    }
+    return qp.snd_.send != qp.snd_.tail;
+  }
+  if (!qp.path_ready_) {
+    ++ctr_.neighbor_wait;
+    return false;
+  }
+  if (qp.snd_.rnr_wait) return false;
+  qp.snd_.tail = qp.sq_.prod_acquire();
+  uint32_t sent = 0;
+  while (sent < budget && tx_room()) {
+    if (qp.snd_.send == qp.snd_.tail) return false;
+    // Go-back-N window: bounded unacknowledged PSNs.
+    if (static_cast<uint32_t>(psn_diff(qp.snd_.psn, qp.snd_.comp_psn)) >= cfg_.max_inflight_psns) {
+      return false;
+    }
+    SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
+    SendSlot& slot = qp.slots_[qp.snd_.send & (qp.sq_.capacity() - 1)];
+    if (slot.error != WcStatus::kSuccess) return false;  // the completer reports it in order
+    if (!slot.started) {
+      if (!req_can_start(qp, w)) return false;
+      slot.started = true;
+      slot.first_psn = qp.snd_.psn;
+      slot.npkts = is_atomic(w.opcode) ? 1 : packets_for(w.length, qp.mtu_);
+      if (is_rd_atomic(w.opcode)) {
+        ++qp.snd_.rd_atomic;
+        const WcStatus s = check_local_write(mrs_, qp.init_.pd, w);
+        if (s != WcStatus::kSuccess) {
+          slot.error = s;
+          comp_progress(qp);
+          return false;
+        }
+      }
+    }
+    if (!req_send_packet(qp, w, slot)) return false;
+    ++sent;
+  }
+  return qp.snd_.send != qp.snd_.tail;
+}
+
+bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
+  PktBuf* b = tx_buf();
+  if (!b) return false;
+  auto& s = qp.snd_;
+  const uint32_t mtu = qp.mtu_;
+  wire::BthFields bth;
+  bth.dest_qp = qp.attr_.dest_qp_num;
+  bth.psn = s.psn;
+  wire::ExtHeaders ext;
+  uint32_t pay = 0;
+  uint32_t psns = 1;  // PSNs this packet consumes
+  bool last = true;   // the WQE is fully sent after this packet
+  bool solicited = false;
+
+  switch (w.opcode) {
+    case WrOpcode::kRdmaRead: {
+      // A READ request for everything not yet received: after a rewind into the middle of a
+      // READ, the request asks for the rest (IBA 9.7.4.1.3).
+      bth.opcode = op::kRcReadRequest;
+      ext.reth.va.set(w.remote_addr + s.offset);
+      ext.reth.rkey.set(w.rkey);
+      ext.reth.dma_length.set(w.length - s.offset);
+      psns = packets_for(w.length - s.offset, mtu);
+      bth.ack_req = true;
+      break;
+    }
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+      bth.opcode = w.opcode == WrOpcode::kAtomicCmpAndSwp ? op::kRcCmpSwap : op::kRcFetchAdd;
+      ext.atomic.va.set(w.remote_addr);
+      ext.atomic.rkey.set(w.rkey);
+      ext.atomic.swap_add.set(w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add);
+      ext.atomic.compare.set(w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.compare_add : 0);
+      bth.ack_req = true;
+      break;
+    default: {
+      const bool first = s.offset == 0;
+      pay = std::min(mtu, w.length - s.offset);
+      last = s.offset + pay == w.length;
+      const uint8_t base = qp.type() == QpType::kUc ? op::kUcBase : 0;
+      bth.opcode = send_write_opcode(w.opcode, first, last, base);
+      const wire::OpcodeInfo& oi = wire::opcode_info(bth.opcode);
+      if (oi.has_ext(wire::Ext::kReth)) {
+        ext.reth.va.set(w.remote_addr);
+        ext.reth.rkey.set(w.rkey);
+        ext.reth.dma_length.set(w.length);
+      }
+      if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
+      if (oi.has_ext(wire::Ext::kIeth)) ext.ieth.rkey.set(w.imm_data);
+      solicited = last && (w.flags & kSendSolicited);
+      // AckReq on the last packet of every message, and every ack_req_every packets.
+      bth.ack_req = last || ++s.noack_pkts >= cfg_.ack_req_every;
+      break;
+    }
+  }
+  bth.solicited = solicited;
+  if (bth.ack_req) s.noack_pkts = 0;
+
+  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
+  uint8_t* payload = begin_frame(b, hdr);
+  WcStatus err = WcStatus::kSuccess;
+  if (!gather(qp, w, s.offset, payload, pay, &err)) {
+    // The buffer stays ours (it was never queued); the WQE completes in error, in order.
+    spare_[n_spare_++] = *b;
+    slot.error = err;
+    comp_progress(qp);
+    return false;
+  }
+  finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+
+  const bool retransmit = psn_diff(s.psn, s.max_psn) < 0;
+  if (retransmit) ++qp.counters_.retransmitted_packets;
+  s.psn = psn_add(s.psn, psns);
+  if (psn_diff(s.psn, s.max_psn) > 0) s.max_psn = s.psn;
+  if (last) {
+    ++s.send;
+    s.offset = 0;
+  } else {
+    s.offset += pay;
+  }
+  if (!qp.snd_.retransmit.armed) arm_retransmit(qp);
+  return true;
+}
+
+// Go-back-N: the next packet sent is `psn` (IBA 9.7.4.1.5). Packets of later WQEs are rebuilt
+// with the PSNs they had, since segmentation is deterministic.
+void Engine::req_rewind(Qp& qp, uint32_t psn) {
+  auto& s = qp.snd_;
+  const uint32_t mask = qp.sq_.capacity() - 1;
+  for (uint32_t i = s.head; i != s.tail; ++i) {
+    SendSlot& slot = qp.slots_[i & mask];
+    if (!slot.started) break;
+    const int32_t d = psn_diff(psn, slot.first_psn);
+    if (d >= 0 && static_cast<uint32_t>(d) < slot.npkts) {
+      const SendWqe& w = *qp.sq_.at<SendWqe>(i);
+      s.send = i;
+      s.offset = is_atomic(w.opcode) ? 0 : static_cast<uint32_t>(d) * qp.mtu_;
+      s.psn = psn;
+      s.noack_pkts = 0;
+      ++qp.counters_.retransmit_events;
+      schedule_req(qp);
+      return;
+    }
+  }
+}
+
+// UD (and UC) sends: one packet per WQE for UD; complete when handed to the port.
+bool Engine::ud_send(Qp& qp, SendWqe& w) {
+  auto& s = qp.snd_;
+  auto complete = [&](WcStatus st) {
+    if (st != WcStatus::kSuccess || (w.flags & kSendSignaled)) {
+      Cqe c;
+      c.wr_id = w.wr_id;
+      c.status = st;
+      c.opcode = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm
+                     ? WcOpcode::kRdmaWrite
+                     : WcOpcode::kSend;
+      c.byte_len = w.length;
+      c.qp_num = qp.qpn();
+      push_cqe(qp.init_.send_cq, c, false, &qp);
+    }
+    ++s.send;
+    s.head = s.send;
+    s.offset = 0;
+    qp.sq_.retire(s.head);
+  };
+
+  if (qp.type() == QpType::kUc) {
+    if (!qp.path_ready_) return false;
+    PktBuf* b = tx_buf();
+    if (!b) return false;
+    const uint32_t pay = std::min(qp.mtu_, w.length - s.offset);
+    const bool first = s.offset == 0, last = s.offset + pay == w.length;
+    wire::BthFields bth;
+    bth.opcode = send_write_opcode(w.opcode, first, last, op::kUcBase);
+    bth.dest_qp = qp.attr_.dest_qp_num;
+    bth.psn = s.psn;
+    bth.solicited = last && (w.flags & kSendSolicited);
+    wire::ExtHeaders ext;
+    const wire::OpcodeInfo& oi = wire::opcode_info(bth.opcode);
+    if (oi.has_ext(wire::Ext::kReth)) {
+      ext.reth.va.set(w.remote_addr);
+      ext.reth.rkey.set(w.rkey);
+      ext.reth.dma_length.set(w.length);
+    }
+    if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
+    uint8_t* payload = begin_frame(b, qp.l2l4_len_ + oi.transport_hdr_len());
+    WcStatus err = WcStatus::kSuccess;
+    if (!gather(qp, w, s.offset, payload, pay, &err)) {
+      spare_[n_spare_++] = *b;
+      complete(err);
+      qp_error(qp);
+      return false;
+    }
+    finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    s.psn = psn_add(s.psn, 1);
+    if (last) {
+      complete(WcStatus::kSuccess);
+    } else {
+      s.offset += pay;
+    }
+    return true;
+  }
+
+  // UD.
+  if (w.ah == 0 || w.ah >= ahs_.size() || !ahs_[w.ah].in_use) {
+    complete(WcStatus::kLocQpOpErr);
+    return true;
+  }
+  AddressHandle& ah = ahs_[w.ah];
+  if (!ah.path_ready) {
+    ++ctr_.neighbor_wait;
+    return false;
+  }
+  if (w.length > mtu_bytes(active_mtu_)) {
+    complete(WcStatus::kLocLenErr);
+    return true;
+  }
+  PktBuf* b = tx_buf();
+  if (!b) return false;
+  wire::BthFields bth;
+  bth.opcode = w.opcode == WrOpcode::kSendWithImm ? op::kUdSendOnlyImm : op::kUdSendOnly;
+  bth.dest_qp = w.remote_qpn;
+  bth.psn = s.psn;
+  bth.solicited = w.flags & kSendSolicited;
+  wire::ExtHeaders ext;
+  // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+  ext.deth.qkey.set((w.remote_qkey & 0x80000000u) ? qp.attr_.qkey : w.remote_qkey);
+  ext.deth.src_qp.set(qp.qpn());
+  if (bth.opcode == op::kUdSendOnlyImm) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
+  ah.path.udp_sport = static_cast<uint16_t>(0xC000 | (qp.qpn() & 0x3FFF));
+  const uint32_t hdr =
+      wire::l2l4_header_len(ah.path) + wire::opcode_info(bth.opcode).transport_hdr_len();
+  uint8_t* payload = begin_frame(b, hdr);
+  WcStatus err = WcStatus::kSuccess;
+  if (!gather(qp, w, 0, payload, w.length, &err)) {
+    spare_[n_spare_++] = *b;
+    complete(err);
+    return true;
+  }
+  finish_frame(b, qp, ah.path, payload, w.length, bth, ext);
+  s.psn = psn_add(s.psn, 1);
+  complete(WcStatus::kSuccess);
+  return true;
+}
+
+}  // namespace roce

@@ -1,0 +1,169 @@
+// A deterministic in-memory network on a virtual clock: N ports (each a PacketIo an engine runs
+// on) joined by one output-queued switch. Every frame a host sends crosses
+//
+//   host tx ring -> uplink (rate, delay, faults: drop / duplicate / reorder / corrupt / jitter)
+//   -> switch, forwarded by destination MAC -> egress queue (rate, finite buffer, RED/ECN
+//   marking, tail drop) -> downlink delay -> host rx queue.
+//
+// Everything random comes from one seeded generator, and events are ordered by (time,
+// sequence number): a run is a pure function of its seed and inputs, so every failure can be
+// reproduced from the seed it prints.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <vector>
+
+#include "stack/core/types.h"
+#include "stack/io/packet_io.h"
+#include "stack/util/clock.h"
+#include "stack/util/rng.h"
+
+namespace roce::sim {
+
+// Faults and timing of a host's uplink (applied to every frame the host sends).
+struct LinkConfig {
+  double drop = 0;       // probability a frame is lost
+  double duplicate = 0;  // probability a frame is delivered twice
+  double reorder = 0;    // probability a frame is held back by reorder_delay_ns
+  double corrupt = 0;    // probability one random bit of the frame flips
+  uint64_t delay_ns = 1000;
+  uint64_t jitter_ns = 0;  // uniform extra delay in [0, jitter_ns]
+  uint64_t reorder_delay_ns = 20000;
+  double rate_gbps = 0;  // serialisation rate; 0 = infinite
+};
+
+// A switch egress port (towards one host).
+struct EgressConfig {
+  double rate_gbps = 0;  // 0 = infinite: no queue
+  uint64_t buffer_bytes = 4u << 20;
+  uint64_t delay_ns = 0;
+  // RED-style ECN marking on the queue length at enqueue: no marks below kmin, probability
+  // rising linearly to pmax at kmax, every ECT frame marked above kmax. Disabled if kmax == 0.
+  uint64_t ecn_kmin_bytes = 0;
+  uint64_t ecn_kmax_bytes = 0;
+  double ecn_pmax = 0;
+};
+
+struct PortStats {
+  uint64_t tx_frames = 0;
+  uint64_t rx_frames = 0;
+  uint64_t dropped_fault = 0;
+  uint64_t duplicated = 0;
+  uint64_t reordered = 0;
+  uint64_t corrupted = 0;
+  uint64_t dropped_queue = 0;  // egress tail drops towards this port
+  uint64_t ecn_marked = 0;     // CE marks on frames towards this port
+  uint64_t max_queue_bytes = 0;
+  uint64_t tx_ring_full = 0;
+};
+
+class SimNetwork;
+
+class SimPort final : public PacketIo {
+ public:
+  uint16_t rx_burst(PktBuf* bufs, uint16_t n) override;
+  uint16_t tx_burst(PktBuf* bufs, uint16_t n) override;
+  uint16_t alloc(PktBuf* bufs, uint16_t n) override;
+  void free(PktBuf* bufs, uint16_t n) override;
+  uint32_t max_frame_len() const override { return max_frame_; }
+
+  const Mac& mac() const { return mac_; }
+  int index() const { return index_; }
+  PortStats& stats() { return stats_; }
+  LinkConfig& uplink() { return uplink_; }
+  EgressConfig& egress() { return egress_; }
+  // Bytes queued at the switch towards this port right now.
+  uint64_t queue_bytes() const;
+
+ private:
+  friend class SimNetwork;
+  SimPort(SimNetwork* net, int index, const Mac& mac, uint32_t max_frame)
+      : net_(net), index_(index), mac_(mac), max_frame_(max_frame) {}
+  SimNetwork* net_;
+  int index_;
+  Mac mac_;
+  uint32_t max_frame_;
+  LinkConfig uplink_;
+  EgressConfig egress_;
+  PortStats stats_;
+  std::deque<PktBuf> rx_;
+  uint64_t uplink_free_ns_ = 0;  // when the uplink finishes serialising what it has
+  uint64_t egress_free_ns_ = 0;  // when the switch egress towards this port is idle
+  uint32_t tx_ring_ = 256;       // frames the host's uplink queue holds
+  uint32_t tx_in_flight_ = 0;    // frames accepted but not yet serialised
+};
+
+class SimNetwork {
+ public:
+  // Buffers are allocated on demand, up to max_buffers of buffer_bytes each.
+  explicit SimNetwork(uint64_t seed, uint32_t max_buffers = 1u << 16, uint32_t buffer_bytes = 9344);
+  ~SimNetwork();
+  SimNetwork(const SimNetwork&) = delete;
+  SimNetwork& operator=(const SimNetwork&) = delete;
+
+  SimPort* add_port(const Mac& mac, uint32_t max_frame = 4352);
+  SimPort* port(int i) { return ports_[static_cast<size_t>(i)].get(); }
+  size_t port_count() const { return ports_.size(); }
+  VirtualClock& clock() { return clock_; }
+  const VirtualClock& clock() const { return clock_; }
+  Rng& rng() { return rng_; }
+  uint32_t free_buffers() const { return static_cast<uint32_t>(free_.size()); }
+  uint32_t total_buffers() const { return total_buffers_; }
+
+  // Something that acts at virtual times: an engine (or a test driver).
+  struct Actor {
+    std::function<bool()> poll;           // one step; true if it did work
+    std::function<uint64_t()> next_time;  // earliest time it wants to run (UINT64_MAX: never)
+    std::function<bool()> busy;           // has work it can do now without waiting
+  };
+  void add_actor(Actor a) { actors_.push_back(std::move(a)); }
+
+  // Runs until done() holds (true) or the virtual time passes deadline_ns (false). Time jumps
+  // to the next event whenever every actor is idle.
+  bool run_until(const std::function<bool()>& done, uint64_t deadline_ns);
+  uint64_t now() const { return clock_.now_ns(); }
+  uint64_t events_pending() const { return events_.size(); }
+
+ private:
+  friend class SimPort;
+  struct Buffer {
+    uint8_t* data;
+    uint32_t cap;
+  };
+  enum class EventKind : uint8_t { kAtSwitch, kAtHost, kUplinkDone };
+  struct Event {
+    uint64_t time;
+    uint64_t seq;
+    EventKind kind;
+    int port;  // source port for kAtSwitch / kUplinkDone, destination for kAtHost
+    PktBuf buf;
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+
+  Buffer* get_buffer();
+  void put_buffer(PktBuf& b);
+  void schedule(uint64_t time, EventKind kind, int port, const PktBuf& buf);
+  void on_transmit(SimPort& src, PktBuf b);
+  void at_switch(int src, PktBuf b);
+  bool deliver_due();
+  PktBuf clone(const PktBuf& b);
+
+  VirtualClock clock_;
+  Rng rng_;
+  std::vector<std::unique_ptr<SimPort>> ports_;
+  std::vector<std::unique_ptr<uint8_t[]>> chunks_;
+  std::vector<std::unique_ptr<Buffer[]>> buffer_chunks_;
+  std::vector<Buffer*> free_;
+  uint32_t total_buffers_ = 0;
+  uint32_t max_buffers_;
+  uint32_t buffer_bytes_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  std::vector<Actor> actors_;
+};
+
+}  // namespace roce::sim
