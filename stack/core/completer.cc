@@ -50,10 +50,45 @@ WcStatus nak_status(uint8_t syndrome) {
 }
 }  // namespace
 
+static uint64_t gap_holdoff_ns(const Qp& qp) {
+  const uint64_t h = local_ack_timeout_ns(qp.attr_.timeout) / 16;
+  return h == 0 ? 100'000 : std::clamp<uint64_t>(h, 8'000, 1'000'000);
+}
+
+
+// A gap in the responses (a missing READ response, an implicit NAK) starts a go-back-N retry
+// from comp_psn, at most once per hold-off: the stream being replaced keeps arriving for about
+// a round trip and must not trigger retries of its own. Losses the hold-off hides are caught by
+// the next gap after it, or by the local ACK timeout.
+bool Engine::gap_retry_allowed(Qp& qp) {
+  auto& s = qp.snd_;
+  const uint64_t holdoff = gap_holdoff_ns(qp);
+  if (s.gap_retried && now_ - s.last_gap_retry_ns < holdoff) {
+    // Owed: the retransmit timer fires at the end of the hold-off to settle it.
+    if (!s.gap_owed) {
+      s.gap_owed = true;
+      arm_retransmit(qp);
+    }
+    return false;
+  }
+  s.gap_retried = true;
+  s.gap_owed = false;
+  s.last_gap_retry_ns = now_;
+  return true;
+}
+
+// The retransmit timer serves two deadlines: the local ACK timeout (IBA 9.7.6.1.3; timeout 0
+// waits forever) and the end of a gap hold-off with a retry owed.
 void Engine::arm_retransmit(Qp& qp) {
+  auto& s = qp.snd_;
   const uint64_t t = local_ack_timeout_ns(qp.attr_.timeout);
-  if (t == 0) return;  // timeout 0: wait forever (IBA 9.7.6.1.3)
-  timers_.arm(qp.snd_.retransmit, now_ + t);
+  uint64_t at = t ? now_ + t : UINT64_MAX;
+  if (s.gap_owed) at = std::min(at, s.last_gap_retry_ns + gap_holdoff_ns(qp));
+  if (at == UINT64_MAX) {
+    timers_.cancel(s.retransmit);
+    return;
+  }
+  timers_.arm(s.retransmit, at);
 }
 
 // Retires the head WQE with status `st`; a completion is written when it was signalled or
@@ -126,9 +161,8 @@ void Engine::comp_ack_upto(Qp& qp, uint32_t psn) {
     if (!slot.started || slot.error != WcStatus::kSuccess) break;
     const uint32_t last = psn_add(slot.first_psn, slot.npkts - 1);
     if (is_read(w.opcode) || is_atomic(w.opcode)) {
-      if (psn_ge(psn, last) && !s.retry_pending) {
+      if (psn_ge(psn, last) && gap_retry_allowed(qp)) {
         ++qp.counters_.implicit_naks;
-        s.retry_pending = true;
         req_rewind(qp, s.comp_psn);
       }
       break;
@@ -147,7 +181,6 @@ void Engine::comp_ack_upto(Qp& qp, uint32_t psn) {
   }
   if (progress) {
     s.retry_left = qp.attr_.retry_cnt;  // forward progress resets the retry budget
-    s.retry_pending = false;
     // The requester may have rewound behind what is now acknowledged: skip ahead.
     if (psn_diff(s.psn, s.comp_psn) < 0) req_rewind(qp, s.comp_psn);
   }
@@ -220,8 +253,7 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
             return;
           }
           if (qp.attr_.retry_cnt != 7) --s.retry_left;
-          s.retry_pending = true;
-          req_rewind(qp, psn);
+          req_rewind(qp, psn);  // the responder NAKs a gap once: always act on it
         } else {
           // Invalid request, remote access, remote operational: fatal for this WQE and QP.
           ++qp.counters_.error_naks_received;
@@ -252,10 +284,7 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
   if (psn != s.comp_psn) {
     // Responses are missing in front of this one: ask again from the first missing PSN, once.
     ++qp.counters_.out_of_sequence;
-    if (!s.retry_pending) {
-      s.retry_pending = true;
-      req_rewind(qp, s.comp_psn);
-    }
+    if (gap_retry_allowed(qp)) req_rewind(qp, s.comp_psn);
     return;
   }
   if (type != wire::AethType::kAck) {
@@ -289,7 +318,6 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
     comp_complete_head(qp, WcStatus::kSuccess);
   }
   s.retry_left = qp.attr_.retry_cnt;
-  s.retry_pending = false;
   comp_progress(qp);
 }
 
@@ -298,13 +326,18 @@ void Engine::comp_timeout(Qp& qp) {
   auto& s = qp.snd_;
   if (qp.attr_.qp_state != QpState::kRts && qp.attr_.qp_state != QpState::kSqd) return;
   if (psn_diff(s.max_psn, s.comp_psn) <= 0 || s.rnr_wait) return;
+  if (s.gap_owed) {
+    // The end of a gap hold-off, not a timeout: retry without spending the retry budget.
+    if (gap_retry_allowed(qp)) req_rewind(qp, s.comp_psn);
+    arm_retransmit(qp);
+    return;
+  }
   ++qp.counters_.local_ack_timeouts;
   if (s.retry_left == 0) {
     comp_error(qp, WcStatus::kRetryExcErr);
     return;
   }
   if (qp.attr_.retry_cnt != 7) --s.retry_left;
-  s.retry_pending = true;
   req_rewind(qp, s.comp_psn);
   arm_retransmit(qp);
 }

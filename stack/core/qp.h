@@ -136,7 +136,11 @@ class Qp {
     uint8_t retry_left = 0;
     uint8_t rnr_retry_left = 0;
     bool rnr_wait = false;
-    bool retry_pending = false;  // a rewind to comp_psn already happened; wait for progress
+    // Gap-triggered rewinds (missing READ responses, implicit NAKs) are spaced by a hold-off,
+    // so the responses of the stream being replaced drain before the next one is asked for.
+    uint64_t last_gap_retry_ns = 0;
+    bool gap_retried = false;
+    bool gap_owed = false;  // a gap seen during the hold-off: retry when it ends
     bool active = false;         // on the engine's requester list
     bool drained_event = false;  // SQD: async event raised
     TimerNode retransmit{};

@@ -121,8 +121,12 @@ void SimNetwork::on_transmit(SimPort& src, PktBuf b) {
     uint64_t at = done + l.delay_ns;
     if (l.jitter_ns) at += rng_.below(l.jitter_ns + 1);
     if (rng_.chance(l.reorder)) {
+      // Held back: later frames overtake this one.
       ++src.stats_.reordered;
       at += l.reorder_delay_ns;
+    } else {
+      at = std::max(at, src.uplink_last_arrival_ns_);
+      src.uplink_last_arrival_ns_ = at;
     }
     schedule(at, EventKind::kAtSwitch, src.index_, f);
   }

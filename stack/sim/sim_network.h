@@ -31,7 +31,7 @@ struct LinkConfig {
   double reorder = 0;    // probability a frame is held back by reorder_delay_ns
   double corrupt = 0;    // probability one random bit of the frame flips
   uint64_t delay_ns = 1000;
-  uint64_t jitter_ns = 0;  // uniform extra delay in [0, jitter_ns]
+  uint64_t jitter_ns = 0;  // uniform extra delay in [0, jitter_ns]; the link stays FIFO
   uint64_t reorder_delay_ns = 20000;
   double rate_gbps = 0;  // serialisation rate; 0 = infinite
 };
@@ -92,6 +92,7 @@ class SimPort final : public PacketIo {
   PortStats stats_;
   std::deque<PktBuf> rx_;
   uint64_t uplink_free_ns_ = 0;  // when the uplink finishes serialising what it has
+  uint64_t uplink_last_arrival_ns_ = 0;  // FIFO: jitter delays frames but never reorders them
   uint64_t egress_free_ns_ = 0;  // when the switch egress towards this port is idle
   uint32_t tx_ring_ = 256;       // frames the host's uplink queue holds
   uint32_t tx_in_flight_ = 0;    // frames accepted but not yet serialised

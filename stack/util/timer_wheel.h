@@ -31,6 +31,7 @@ class TimerWheel {
     for (auto& s : slots_) s = nullptr;
     cur_tick_ = now_ns >> kTickShift;
     armed_ = 0;
+    min_valid_ = false;
   }
 
   static uint64_t tick_of(uint64_t ns) { return ns >> kTickShift; }
@@ -64,6 +65,7 @@ class TimerWheel {
     uint64_t first = cur_tick_ + 1;
     if (target - cur_tick_ > kSlots) first = target - kSlots + 1;
     cur_tick_ = target;
+    if (min_valid_ && min_tick_ <= target) min_valid_ = false;
     for (uint64_t t = first; t <= target && armed_ > 0; ++t) {
       TimerNode* n = slots_[t & (kSlots - 1)];
       slots_[t & (kSlots - 1)] = nullptr;
@@ -87,6 +89,7 @@ class TimerWheel {
   // simulator's "skip idle time", not for the datapath.
   uint64_t next_deadline_ns() const {
     if (armed_ == 0) return std::numeric_limits<uint64_t>::max();
+    if (min_valid_) return min_tick_ << kTickShift;
     uint64_t best = std::numeric_limits<uint64_t>::max();
     for (uint64_t t = cur_tick_ + 1; t <= cur_tick_ + kSlots; ++t) {
       for (TimerNode* n = slots_[t & (kSlots - 1)]; n; n = n->next) {
@@ -94,11 +97,14 @@ class TimerWheel {
       }
       if (best <= t) break;  // nothing later in the walk can be earlier
     }
+    min_tick_ = best;
+    min_valid_ = true;
     return best << kTickShift;
   }
 
  private:
   void link(TimerNode& n) {
+    if (min_valid_ && n.expiry_tick < min_tick_) min_tick_ = n.expiry_tick;
     TimerNode*& head = slots_[n.expiry_tick & (kSlots - 1)];
     n.prev = nullptr;
     n.next = head;
@@ -108,6 +114,7 @@ class TimerWheel {
     ++armed_;
   }
   void unlink(TimerNode& n) {
+    if (min_valid_ && n.expiry_tick == min_tick_) min_valid_ = false;
     if (n.prev) {
       n.prev->next = n.next;
     } else {
@@ -122,6 +129,10 @@ class TimerWheel {
   TimerNode* slots_[kSlots];
   uint64_t cur_tick_ = 0;
   size_t armed_ = 0;
+  // Cache of the earliest expiry for next_deadline_ns(): kept exact on arm, dropped when the
+  // earliest node may have gone (cancel, fire).
+  mutable uint64_t min_tick_ = 0;
+  mutable bool min_valid_ = false;
 };
 
 }  // namespace roce

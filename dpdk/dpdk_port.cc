@@ -1,0 +1,445 @@
+#include "dpdk/dpdk_port.h"
+
+#include "dpdk/eal.h"
+
+#include <linux/if_packet.h>
+#include <rte_branch_prediction.h>
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_prefetch.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace roce::dpdk {
+namespace {
+
+constexpr uint32_t kEthHeaderLen = 14;
+constexpr uint32_t kMinMtu = 68;  // RFC 791: the smallest MTU IPv4 must carry
+constexpr uint32_t kMaxMtu = 9000;
+
+// net_af_packet copies each frame into a TPACKET_V2 ring slot of `framesz` bytes, after a
+// header of TPACKET2_HDRLEN - sizeof(sockaddr_ll) bytes (32). Bigger frames vanish on tx and
+// arrive truncated on rx, and rx queue setup refuses mbufs with less data room than a slot.
+constexpr uint32_t kAfPacketDefaultFrameSize = 2048;  // the PMD's DFLT_FRAME_SIZE
+constexpr uint32_t kAfPacketSlotHeader = TPACKET2_HDRLEN - sizeof(struct sockaddr_ll);
+
+std::string errno_text(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+// The value of `key` in a "k1=v1,k2=v2" driver argument string, or "" if absent.
+std::string kvarg(std::string_view args, std::string_view key) {
+  while (!args.empty()) {
+    const size_t comma = args.find(',');
+    std::string_view kv = args.substr(0, comma);
+    if (kv.size() > key.size() && kv.starts_with(key) && kv[key.size()] == '=') {
+      return std::string(kv.substr(key.size() + 1));
+    }
+    if (comma == std::string_view::npos) break;
+    args.remove_prefix(comma + 1);
+  }
+  return "";
+}
+
+uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
+
+// The largest MTU rte_eth_dev_configure accepts for this device, computed as ethdev does
+// (eth_dev_get_overhead_len in lib/ethdev): a frame of mtu + overhead must fit max_rx_pktlen.
+uint32_t max_device_mtu(const rte_eth_dev_info& info) {
+  uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  if (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu) {
+    overhead = info.max_rx_pktlen - info.max_mtu;
+  }
+  uint32_t limit = info.max_mtu;
+  if (info.max_rx_pktlen > overhead) limit = std::min(limit, info.max_rx_pktlen - overhead);
+  return limit;
+}
+
+// Mempool names must be unique in the process and outlive a leaked pool (see ~DpdkPort).
+std::string next_pool_name() {
+  static std::atomic<uint32_t> counter{0};
+  return "roce_pool_" + std::to_string(counter.fetch_add(1));
+}
+
+}  // namespace
+
+std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortConfig& config,
+                                         std::string* error) {
+  if (!Eal::running()) {
+    *error = "open '" + devargs + "': EAL is not running (call Eal::init first)";
+    return nullptr;
+  }
+  const std::string name = devargs.substr(0, devargs.find(','));
+  uint16_t port_id = 0;
+  bool probed_here = false;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+    const int rc = rte_dev_probe(devargs.c_str());
+    if (rc < 0 && rc != -EEXIST) {
+      *error = "probe '" + devargs + "' failed: " + errno_text(rc) +
+               " (driver missing, bad argument, or interface absent; EAL's log says which)";
+      return nullptr;
+    }
+    probed_here = rc == 0;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+      // A PCI address written differently from EAL's canonical form ("01:00.0" for
+      // "0000:01:00.0") names no port: match the device string instead.
+      rte_dev_iterator it;
+      bool found = false;
+      if (rte_eth_iterator_init(&it, devargs.c_str()) == 0) {
+        const uint16_t id = rte_eth_iterator_next(&it);
+        if (id != RTE_MAX_ETHPORTS) {
+          port_id = id;
+          found = true;
+          rte_eth_iterator_cleanup(&it);
+        }
+      }
+      if (!found) {
+        *error = "probe '" + devargs + "' created no ethdev port named '" + name + "'";
+        return nullptr;
+      }
+    }
+  }
+  return setup(port_id, config, devargs, probed_here, error);
+}
+
+std::unique_ptr<DpdkPort> DpdkPort::open_port_id(uint16_t port_id, const PortConfig& config,
+                                                 std::string* error, OnClose on_close) {
+  if (!Eal::running()) {
+    *error = "open port " + std::to_string(port_id) + ": EAL is not running (call Eal::init first)";
+    return nullptr;
+  }
+  if (!rte_eth_dev_is_valid_port(port_id)) {
+    *error = "open port " + std::to_string(port_id) + ": no such ethdev port";
+    return nullptr;
+  }
+  return setup(port_id, config, "", on_close == OnClose::kRemoveDevice, error);
+}
+
+std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& config,
+                                          const std::string& devargs, bool remove_on_close,
+                                          std::string* error) {
+  std::unique_ptr<DpdkPort> port(new DpdkPort());
+  port->port_id_ = port_id;
+  port->remove_on_close_ = remove_on_close;
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  if (rte_eth_dev_get_name_by_port(port_id, name) == 0) port->name_ = name;
+  const std::string what = devargs.empty() ? port->name_ : devargs;
+  auto fail = [&](const std::string& msg) {
+    *error = "open '" + what + "': " + msg;
+    return nullptr;
+  };
+
+  rte_eth_dev_info info;
+  int rc = rte_eth_dev_info_get(port_id, &info);
+  if (rc != 0) return fail("rte_eth_dev_info_get: " + errno_text(rc));
+  port->device_ = info.device;
+  port->driver_ = info.driver_name ? info.driver_name : "";
+
+  if (config.mtu < kMinMtu || config.mtu > kMaxMtu) {
+    return fail("mtu " + std::to_string(config.mtu) + " outside [" + std::to_string(kMinMtu) +
+                ", " + std::to_string(kMaxMtu) + "]");
+  }
+  port->max_frame_len_ = config.mtu + kEthHeaderLen;
+
+  // The smallest data room the driver accepts, and the largest frame it carries.
+  uint32_t driver_min_data = info.min_rx_bufsize;
+  if (port->driver_ == "net_af_packet") {
+    const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+    const std::string fs = da && da->args ? kvarg(da->args, "framesz") : "";
+    const uint32_t framesz = fs.empty()
+                                 ? kAfPacketDefaultFrameSize
+                                 : static_cast<uint32_t>(std::strtoul(fs.c_str(), nullptr, 10));
+    const uint32_t slot = framesz > kAfPacketSlotHeader ? framesz - kAfPacketSlotHeader : 0;
+    if (port->max_frame_len_ > slot) {
+      return fail("net_af_packet framesz=" + std::to_string(framesz) + " carries frames up to " +
+                  std::to_string(slot) + " B but mtu " + std::to_string(config.mtu) + " needs " +
+                  std::to_string(port->max_frame_len_) +
+                  " B: add blocksz=8192,framesz=8192,framecnt=512 to the vdev");
+    }
+    driver_min_data = std::max(driver_min_data, slot);
+  }
+
+  uint32_t data_size = config.mbuf_data_size;
+  if (data_size == 0) {
+    data_size = std::max(round_up(port->max_frame_len_, RTE_CACHE_LINE_SIZE), driver_min_data);
+  } else if (data_size < port->max_frame_len_ || data_size < driver_min_data) {
+    return fail("mbuf_data_size " + std::to_string(data_size) + " is below the " +
+                std::to_string(std::max(port->max_frame_len_, driver_min_data)) +
+                " B this mtu and driver need");
+  }
+  if (data_size + RTE_PKTMBUF_HEADROOM > UINT16_MAX) {
+    return fail("mbuf data room " + std::to_string(data_size) + " too large");
+  }
+  port->buffer_capacity_ = data_size;
+
+  int socket = rte_eth_dev_socket_id(port_id);
+  if (socket < 0) socket = SOCKET_ID_ANY;
+  // The per-lcore cache must not exceed 1/1.5 of the pool (rte_mempool_create rule).
+  const uint32_t cache = std::min<uint32_t>(256, config.num_mbufs / 8);
+  const std::string pool_name = next_pool_name();
+  port->pool_ =
+      rte_pktmbuf_pool_create(pool_name.c_str(), config.num_mbufs, cache, 0,
+                              static_cast<uint16_t>(data_size + RTE_PKTMBUF_HEADROOM), socket);
+  if (port->pool_ == nullptr) {
+    return fail("mbuf pool of " + std::to_string(config.num_mbufs) + " x " +
+                std::to_string(data_size) + " B: " + errno_text(rte_errno) +
+                " (raise EAL -m or lower num_mbufs)");
+  }
+
+  rte_eth_conf conf;
+  std::memset(&conf, 0, sizeof(conf));
+  port->device_mtu_ = std::clamp<uint32_t>(config.mtu, info.min_mtu, max_device_mtu(info));
+  conf.rxmode.mtu = port->device_mtu_;
+  // The engine sends only mbufs of this pool with refcnt 1, the condition for fast free.
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+    port->tx_fast_free_ = true;
+  }
+  rc = rte_eth_dev_configure(port_id, 1, 1, &conf);
+  if (rc != 0) return fail("rte_eth_dev_configure: " + errno_text(rc));
+  port->configured_ = true;
+
+  uint16_t rx_desc = config.rx_desc;
+  uint16_t tx_desc = config.tx_desc;
+  rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
+  if (rc != 0) return fail("rte_eth_dev_adjust_nb_rx_tx_desc: " + errno_text(rc));
+  rc = rte_eth_rx_queue_setup(port_id, 0, rx_desc, socket, nullptr, port->pool_);
+  if (rc != 0) return fail("rx queue setup: " + errno_text(rc));
+  rte_eth_txconf txconf = info.default_txconf;
+  txconf.offloads = conf.txmode.offloads;
+  rc = rte_eth_tx_queue_setup(port_id, 0, tx_desc, socket, &txconf);
+  if (rc != 0) return fail("tx queue setup: " + errno_text(rc));
+
+  rc = rte_eth_dev_start(port_id);
+  if (rc != 0) return fail("rte_eth_dev_start: " + errno_text(rc));
+  port->started_ = true;
+
+  // Not every driver implements promiscuous mode (-ENOTSUP); those that don't filter anyway.
+  if (config.promiscuous) {
+    rc = rte_eth_promiscuous_enable(port_id);
+    if (rc != 0 && rc != -ENOTSUP) return fail("promiscuous mode: " + errno_text(rc));
+  }
+  if (config.mac != std::array<uint8_t, 6>{}) {
+    rte_ether_addr mac;
+    std::memcpy(mac.addr_bytes, config.mac.data(), sizeof(mac.addr_bytes));
+    rc = rte_eth_dev_default_mac_addr_set(port_id, &mac);
+    // Drivers without a MAC filter (net_ring) cannot set one: the address is then only what
+    // the stack writes as its source, which is all a filterless port needs.
+    if (rc != 0 && rc != -ENOTSUP) return fail("setting the MAC address: " + errno_text(rc));
+    std::memcpy(port->mac_, config.mac.data(), sizeof(port->mac_));
+  } else {
+    rte_ether_addr mac;
+    rc = rte_eth_macaddr_get(port_id, &mac);
+    if (rc != 0) return fail("rte_eth_macaddr_get: " + errno_text(rc));
+    std::memcpy(port->mac_, mac.addr_bytes, sizeof(port->mac_));
+  }
+  return port;
+}
+
+DpdkPort::~DpdkPort() {
+  stop();
+  if (configured_) rte_eth_dev_close(port_id_);
+  if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
+  if (pool_ != nullptr) {
+    // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)
+    // would turn their later free into a write to freed memory: leak it instead, and say so.
+    const unsigned in_use = rte_mempool_in_use_count(pool_);
+    if (in_use == 0) {
+      rte_mempool_free(pool_);
+    } else {
+      std::fprintf(stderr, "DpdkPort %s: %u mbufs still in use at close; pool leaked\n",
+                   name_.c_str(), in_use);
+    }
+  }
+}
+
+void DpdkPort::stop() {
+  if (!started_) return;
+  rte_eth_dev_stop(port_id_);
+  started_ = false;
+}
+
+uint16_t DpdkPort::rx_burst(PktBuf* bufs, uint16_t n) {
+  rte_mbuf* mbufs[kChunk];
+  uint16_t seen = 0;  // frames taken from the driver; out <= seen <= n
+  uint16_t out = 0;
+  uint64_t bytes = 0;
+  while (seen < n) {
+    const uint16_t want = std::min<uint16_t>(n - seen, kChunk);
+    const uint16_t got = rte_eth_rx_burst(port_id_, 0, mbufs, want);
+    seen += got;
+    for (uint16_t i = 0; i < got; ++i) {
+      rte_mbuf* m = mbufs[i];
+      if (i + 1 < got) rte_prefetch0(rte_pktmbuf_mtod(mbufs[i + 1], void*));
+      if (unlikely(m->nb_segs != 1)) {
+        m = linearize(m);
+        if (m == nullptr) continue;
+      }
+      if (unlikely(m->data_len > max_frame_len_)) {
+        rte_pktmbuf_free(m);
+        rx_dropped_oversize_.add(1);
+        continue;
+      }
+      PktBuf& b = bufs[out++];
+      b.handle = m;
+      b.data = rte_pktmbuf_mtod(m, uint8_t*);
+      b.len = m->data_len;
+      b.cap = m->buf_len - m->data_off;
+      bytes += m->data_len;
+    }
+    if (got < want) break;
+  }
+  if (out != 0) {
+    rx_packets_.add(out);
+    rx_bytes_.add(bytes);
+  }
+  return out;
+}
+
+// Drivers chain mbufs when a frame does not fit one (net_pcap does on rx when the data room is
+// small). The engine parses frames as one contiguous span, so copy into a fresh mbuf.
+rte_mbuf* DpdkPort::linearize(rte_mbuf* m) {
+  const uint32_t len = m->pkt_len;
+  rte_mbuf* flat = len <= buffer_capacity_ ? rte_pktmbuf_alloc(pool_) : nullptr;
+  if (flat == nullptr) {
+    rte_pktmbuf_free(m);
+    rx_dropped_chained_.add(1);
+    return nullptr;
+  }
+  uint8_t* dst = rte_pktmbuf_mtod(flat, uint8_t*);
+  // rte_pktmbuf_read copies across segments into dst unless the bytes are contiguous already.
+  const void* src = rte_pktmbuf_read(m, 0, len, dst);
+  if (src != dst) std::memcpy(dst, src, len);
+  flat->data_len = static_cast<uint16_t>(len);
+  flat->pkt_len = len;
+  flat->port = m->port;
+  rte_pktmbuf_free(m);
+  rx_linearized_.add(1);
+  return flat;
+}
+
+uint16_t DpdkPort::tx_burst(PktBuf* bufs, uint16_t n) {
+  rte_mbuf* mbufs[kChunk];
+  uint16_t taken = 0;
+  uint64_t bytes = 0;
+  while (taken < n) {
+    const uint16_t k = std::min<uint16_t>(n - taken, kChunk);
+    for (uint16_t i = 0; i < k; ++i) {
+      const PktBuf& b = bufs[taken + i];
+      rte_mbuf* m = static_cast<rte_mbuf*>(b.handle);
+      // The engine may have moved `data` (to prepend headers) and set `len`; an mbuf alloc()
+      // handed out has one segment, so data_len and pkt_len are the same.
+      m->data_off = static_cast<uint16_t>(b.data - static_cast<uint8_t*>(m->buf_addr));
+      m->data_len = static_cast<uint16_t>(b.len);
+      m->pkt_len = b.len;
+      mbufs[i] = m;
+    }
+    // Once handed over, an mbuf may be freed and reused by the driver (or, on net_ring, by the
+    // peer): count bytes from the caller's PktBufs, never from the mbufs.
+    const uint16_t sent = rte_eth_tx_burst(port_id_, 0, mbufs, k);
+    for (uint16_t i = 0; i < sent; ++i) bytes += bufs[taken + i].len;
+    taken += sent;
+    if (sent < k) break;
+  }
+  if (taken != 0) {
+    tx_packets_.add(taken);
+    tx_bytes_.add(bytes);
+  }
+  if (taken != n) tx_rejected_.add(n - taken);
+  return taken;
+}
+
+uint16_t DpdkPort::alloc(PktBuf* bufs, uint16_t n) {
+  rte_mbuf* mbufs[kChunk];
+  uint16_t done = 0;
+  while (done < n) {
+    const uint16_t want = std::min<uint16_t>(n - done, kChunk);
+    uint16_t k = want;
+    if (unlikely(rte_pktmbuf_alloc_bulk(pool_, mbufs, k) != 0)) {
+      // The bulk call is all or nothing; near exhaustion take what is left one at a time.
+      uint16_t got = 0;
+      while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
+      k = got;
+    }
+    for (uint16_t i = 0; i < k; ++i) {
+      rte_mbuf* m = mbufs[i];
+      PktBuf& b = bufs[done + i];
+      b.handle = m;
+      b.data = rte_pktmbuf_mtod(m, uint8_t*);
+      b.len = 0;
+      b.cap = rte_pktmbuf_tailroom(m);
+    }
+    done += k;
+    if (k < want) break;
+  }
+  return done;
+}
+
+void DpdkPort::free(PktBuf* bufs, uint16_t n) {
+  rte_mbuf* mbufs[kChunk];
+  uint16_t done = 0;
+  while (done < n) {
+    const uint16_t k = std::min<uint16_t>(n - done, kChunk);
+    for (uint16_t i = 0; i < k; ++i) mbufs[i] = static_cast<rte_mbuf*>(bufs[done + i].handle);
+    rte_pktmbuf_free_bulk(mbufs, k);
+    done += k;
+  }
+}
+
+std::string DpdkPort::mac_string() const {
+  char s[18];
+  std::snprintf(s, sizeof(s), "%02x:%02x:%02x:%02x:%02x:%02x", mac_[0], mac_[1], mac_[2], mac_[3],
+                mac_[4], mac_[5]);
+  return s;
+}
+
+bool DpdkPort::link_up() const {
+  rte_eth_link link;
+  std::memset(&link, 0, sizeof(link));
+  if (rte_eth_link_get_nowait(port_id_, &link) != 0) return false;
+  return link.link_status == RTE_ETH_LINK_UP;
+}
+
+PortCounters DpdkPort::counters() const {
+  PortCounters c;
+  c.rx_packets = rx_packets_.get();
+  c.rx_bytes = rx_bytes_.get();
+  c.tx_packets = tx_packets_.get();
+  c.tx_bytes = tx_bytes_.get();
+  c.rx_linearized = rx_linearized_.get();
+  c.rx_dropped_chained = rx_dropped_chained_.get();
+  c.rx_dropped_oversize = rx_dropped_oversize_.get();
+  c.tx_rejected = tx_rejected_.get();
+  return c;
+}
+
+bool DpdkPort::eth_stats(EthStats* out, std::string* error) const {
+  rte_eth_stats s;
+  const int rc = rte_eth_stats_get(port_id_, &s);
+  if (rc != 0) {
+    *error = "rte_eth_stats_get(" + name_ + "): " + errno_text(rc);
+    return false;
+  }
+  out->ipackets = s.ipackets;
+  out->opackets = s.opackets;
+  out->ibytes = s.ibytes;
+  out->obytes = s.obytes;
+  out->imissed = s.imissed;
+  out->ierrors = s.ierrors;
+  out->oerrors = s.oerrors;
+  out->rx_nombuf = s.rx_nombuf;
+  return true;
+}
+
+uint32_t DpdkPort::buffers_in_use() const { return rte_mempool_in_use_count(pool_); }
+
+}  // namespace roce::dpdk

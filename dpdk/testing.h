@@ -1,0 +1,40 @@
+// Test support for the dpdk layer: things a test needs that PacketIo deliberately cannot do.
+// Lives in its own target (roce_dpdk_testing) so that production binaries don't carry it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+struct rte_mempool;
+
+namespace roce::dpdk {
+
+class DpdkPort;
+
+// Sends frames as chains of small mbufs straight to a port's tx queue, bypassing
+// DpdkPort::tx_burst (which only sends single-segment frames). Over a RingPair the peer then
+// receives the chain as it was built, which is how tests reach DpdkPort's rx linearization.
+class ChainedFrameSender {
+ public:
+  // A pool of `count` mbufs with `segment_size` bytes of data room each.
+  static std::unique_ptr<ChainedFrameSender> create(uint32_t segment_size, uint32_t count,
+                                                    std::string* error);
+  // Frees the pool; every mbuf it sent must have come back (the receiver freed them).
+  ~ChainedFrameSender();
+  ChainedFrameSender(const ChainedFrameSender&) = delete;
+  ChainedFrameSender& operator=(const ChainedFrameSender&) = delete;
+
+  // Splits `frame` into segments of segment_size bytes and transmits the chain on
+  // `port`'s queue 0. False if the pool ran dry or the driver did not take the frame.
+  bool send(DpdkPort& port, std::span<const uint8_t> frame);
+  uint32_t in_use() const;
+
+ private:
+  ChainedFrameSender() = default;
+  rte_mempool* pool_ = nullptr;
+  uint32_t segment_size_ = 0;
+};
+
+}  // namespace roce::dpdk
