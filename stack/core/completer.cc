@@ -133,6 +133,9 @@ void Engine::comp_progress(Qp& qp) {
       return;
     }
   }
+  // The requester may have rewound behind what is now acknowledged (a late response overtook
+  // the rewind): skip ahead so nothing acknowledged is sent again.
+  if (psn_diff(s.psn, s.comp_psn) < 0) req_rewind(qp, s.comp_psn);
   if (psn_diff(s.max_psn, s.comp_psn) > 0) {
     if (!s.rnr_wait) arm_retransmit(qp);
   } else {
@@ -181,8 +184,6 @@ void Engine::comp_ack_upto(Qp& qp, uint32_t psn) {
   }
   if (progress) {
     s.retry_left = qp.attr_.retry_cnt;  // forward progress resets the retry budget
-    // The requester may have rewound behind what is now acknowledged: skip ahead.
-    if (psn_diff(s.psn, s.comp_psn) < 0) req_rewind(qp, s.comp_psn);
   }
 }
 

@@ -2,24 +2,30 @@
 
 namespace roce {
 
-MrTable::MrTable(uint64_t seed) : rng_(seed) { regions_.resize(1); }
+MrTable::MrTable(uint64_t seed) : rng_(seed) {
+  regions_.resize(1);
+  stride_ = (static_cast<uint32_t>(rng_.next()) | 1) & 0xFFFF;
+}
 
 uint32_t MrTable::add(uint8_t* host, uint64_t iova, uint64_t length, uint32_t access, uint32_t pd) {
   uint32_t idx;
   if (!free_.empty()) {
-    idx = free_.back();
-    free_.pop_back();
+    idx = free_.front();
+    free_.pop_front();
   } else {
     if (regions_.size() > kMaxRegions) return 0;
     idx = static_cast<uint32_t>(regions_.size());
     regions_.emplace_back();
   }
   MemoryRegion& r = regions_[idx];
-  uint32_t gen;
-  do {
-    gen = static_cast<uint32_t>(rng_.next()) & 0xFFFF0000u;
-  } while (gen == 0 || gen == r.last_gen);
-  r = MemoryRegion{host, iova, length, gen | idx, access, pd, gen};
+  // A fresh slot starts at a random generation (index 0 is never used, so no key is 0).
+  uint32_t gen = r.last_gen;
+  if (!r.used_before) {
+    gen = static_cast<uint32_t>(rng_.next()) & 0xFFFF;
+  } else {
+    gen = (gen + stride_) & 0xFFFF;
+  }
+  r = MemoryRegion{host, iova, length, gen << 16 | idx, access, pd, gen, true};
   ++live_;
   return r.key;
 }
@@ -28,7 +34,7 @@ bool MrTable::remove(uint32_t key) {
   const MemoryRegion* r = find(key);
   if (!r) return false;
   const uint32_t idx = key & kMaxRegions;
-  regions_[idx] = MemoryRegion{.last_gen = key & 0xFFFF0000u};
+  regions_[idx] = MemoryRegion{.last_gen = key >> 16, .used_before = true};
   free_.push_back(idx);
   --live_;
   return true;

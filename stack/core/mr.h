@@ -1,11 +1,14 @@
 // Protection domains and memory regions. A key (lkey == rkey) is 16 bits of table index and 16
-// random generation bits, so a peer cannot guess a valid rkey from another, and a stale key of a
-// deregistered region never matches its reused slot. Every access, local or remote, is checked:
-// key, PD, access flags and bounds, with overflow-safe arithmetic (IBA 10.6.3).
+// generation bits. A slot's first generation is random and each re-registration advances it by
+// a secret random odd stride, so a peer cannot derive a valid rkey from another slot's, and a
+// slot's keys do not repeat for 65536 registrations: a stale rkey never opens a newer region.
+// Freed slots are reused oldest first. Every access, local or remote, is checked: key, PD,
+// access flags and bounds, with overflow-safe arithmetic (IBA 10.6.3).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "stack/core/types.h"
@@ -20,7 +23,8 @@ struct MemoryRegion {
   uint32_t key = 0;  // lkey == rkey; 0 = slot free
   uint32_t access = 0;
   uint32_t pd = 0;
-  uint32_t last_gen = 0;  // generation bits of the slot's previous key, never reused next
+  uint32_t last_gen = 0;  // generation of the slot's last key
+  bool used_before = false;
 };
 
 enum class MrCheck : uint8_t {
@@ -57,8 +61,9 @@ class MrTable {
 
  private:
   std::vector<MemoryRegion> regions_;
-  std::vector<uint32_t> free_;
+  std::deque<uint32_t> free_;
   Rng rng_;
+  uint32_t stride_;
   size_t live_ = 0;
 };
 

@@ -272,6 +272,14 @@ void Engine::req_rewind(Qp& qp, uint32_t psn) {
       return;
     }
   }
+  // No outstanding WQE holds `psn`: everything before it is complete (a late ACK overtook a
+  // rewind). Continue with the next WQE at that PSN.
+  if (psn_diff(psn, s.psn) > 0) {
+    if (static_cast<int32_t>(s.head - s.send) > 0) s.send = s.head;
+    s.offset = 0;
+    s.psn = psn;
+    schedule_req(qp);
+  }
 }
 
 // UD (and UC) sends: one packet per WQE for UD; complete when handed to the port.

@@ -554,10 +554,18 @@ WorkloadResult Runner::run() {
     os << "not finished after " << net_.now() / 1000000 << " ms of virtual time:";
     for (const auto& f : flows_) {
       if (f.next_sig < f.signaled.size() || f.next_recv_comp < f.recv_ops.size()) {
+        const auto& sn = f.qp->snd_;
+        const auto& rc = f.peer->rcv_;
         os << " flow " << f.id << " posted " << f.next_post << "/" << f.ops.size() << " completed "
            << f.next_sig << "/" << f.signaled.size() << " signalled, receives "
            << f.next_recv_comp << "/" << f.recv_ops.size() << " (QP state "
-           << to_string(f.qp->state()) << ");";
+           << to_string(f.qp->state()) << std::hex << "; requester head " << sn.head << " send "
+           << sn.send << " tail " << sn.tail << " psn " << sn.psn << " comp_psn " << sn.comp_psn
+           << " max_psn " << sn.max_psn << " rd_atomic " << sn.rd_atomic << " timer "
+           << (sn.retransmit.armed ? "armed" : "idle") << (sn.rnr_wait ? " rnr_wait" : "")
+           << (sn.active ? " scheduled" : "") << "; responder epsn " << rc.epsn << " msn "
+           << rc.msn << (rc.nak_sent ? " nak_sent" : "") << " in_msg " << int(rc.in_msg)
+           << " out " << (rc.out_tail - rc.out_head) << std::dec << ");";
       }
     }
     error_ = os.str();

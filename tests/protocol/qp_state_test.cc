@@ -1,0 +1,252 @@
+// The modify-QP state machine (IBA 10.3, table 91): required and optional attributes per
+// transition; a refused modify returns EINVAL and changes nothing.
+#include <gtest/gtest.h>
+
+#include "../support/scripted_port.h"
+
+namespace {
+using namespace roce;
+using namespace roce::test;
+
+class QpStateTest : public ::testing::Test {
+ protected:
+  QpStateTest() {
+    EngineConfig cfg;
+    cfg.gids = {Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1}};
+    cfg.max_mtu = Mtu::k1024;  // the port's active MTU
+    engine_ = std::make_unique<Engine>(cfg, &port_, &clock_);
+    pd_ = engine_->alloc_pd();
+    int err = 0;
+    cq_ = engine_->create_cq(64, &err);
+    qp_ = make_qp(QpType::kRc);
+  }
+  Qp* make_qp(QpType t) {
+    QpInitAttr init;
+    init.type = t;
+    init.pd = pd_;
+    init.send_cq = init.recv_cq = cq_;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 8;
+    int err = 0;
+    return engine_->create_qp(init, &err);
+  }
+  QpAttr init_attr() {
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.qp_access_flags = kAccessRemoteWrite;
+    return a;
+  }
+  static constexpr uint32_t kInitMask = kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags;
+  QpAttr rtr_attr() {
+    QpAttr a;
+    a.qp_state = QpState::kRtr;
+    a.path_mtu = Mtu::k1024;
+    a.dest_qp_num = 0x33;
+    a.rq_psn = 0x1234;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dgid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};
+    a.ah_attr.sgid_index = 1;
+    return a;
+  }
+  static constexpr uint32_t kRtrMask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                       kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  QpAttr rts_attr() {
+    QpAttr a;
+    a.qp_state = QpState::kRts;
+    a.sq_psn = 0x777;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return a;
+  }
+  static constexpr uint32_t kRtsMask =
+      kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+
+  QpAttr query() {
+    QpAttr a;
+    engine_->query_qp(qp_, &a);
+    return a;
+  }
+
+  VirtualClock clock_;
+  ScriptedPort port_;
+  std::unique_ptr<Engine> engine_;
+  uint32_t pd_ = 0;
+  CompletionQueue* cq_ = nullptr;
+  Qp* qp_ = nullptr;
+};
+
+TEST_F(QpStateTest, TheNormalPath) {
+  EXPECT_EQ(qp_->state(), QpState::kReset);
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  EXPECT_EQ(qp_->state(), QpState::kInit);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  EXPECT_EQ(qp_->state(), QpState::kRtr);
+  ASSERT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), 0);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
+  const QpAttr q = query();
+  EXPECT_EQ(q.dest_qp_num, 0x33u);
+  EXPECT_EQ(q.rq_psn, 0x1234u);
+  EXPECT_EQ(q.sq_psn, 0x777u);
+  EXPECT_EQ(q.path_mtu, Mtu::k1024);
+  EXPECT_EQ(q.min_rnr_timer, 12);
+  EXPECT_EQ(q.qp_access_flags, kAccessRemoteWrite);
+  EXPECT_EQ(q.cap.max_send_wr, 8u);
+}
+
+TEST_F(QpStateTest, SkippingAStateIsRefused) {
+  EXPECT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), EINVAL);
+  EXPECT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), EINVAL);
+  EXPECT_EQ(qp_->state(), QpState::kReset);
+}
+
+TEST_F(QpStateTest, EveryMissingRequiredAttributeIsRefusedAndNothingChanges) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  for (uint32_t bit = 1; bit <= kQpMinRnrTimer << 3; bit <<= 1) {
+    if (!(kRtrMask & bit) || bit == kQpState) continue;
+    SCOPED_TRACE(bit);
+    EXPECT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask & ~bit), EINVAL);
+    EXPECT_EQ(qp_->state(), QpState::kInit);
+    EXPECT_EQ(query().dest_qp_num, 0u);  // nothing applied
+  }
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  for (uint32_t bit = 1; bit <= kQpMaxDestRdAtomic; bit <<= 1) {
+    if (!(kRtsMask & bit) || bit == kQpState) continue;
+    SCOPED_TRACE(bit);
+    EXPECT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask & ~bit), EINVAL);
+    EXPECT_EQ(qp_->state(), QpState::kRtr);
+  }
+}
+
+TEST_F(QpStateTest, AttributesNotAllowedForTheTransitionAreRefused) {
+  // RESET->INIT does not take a destination QPN; INIT->RTR does not take an SQ PSN.
+  EXPECT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask | kQpDestQpn), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  EXPECT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask | kQpSqPsn), EINVAL);
+  // UD-only Q_Key on an RC QP.
+  EXPECT_EQ(engine_->modify_qp(qp_, init_attr(), kQpState | kQpQkey), EINVAL);
+  EXPECT_EQ(qp_->state(), QpState::kInit);
+}
+
+TEST_F(QpStateTest, BadValuesAreRefused) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  QpAttr a = rtr_attr();
+  a.path_mtu = Mtu::k4096;  // above the port's active MTU (1024 here)
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  a = rtr_attr();
+  a.ah_attr.sgid_index = 5;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  a = rtr_attr();
+  a.ah_attr.sgid_index = 0;  // IPv6 source, IPv4-mapped destination
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  a = rtr_attr();
+  a.min_rnr_timer = 32;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  a = rtr_attr();
+  a.max_dest_rd_atomic = 200;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  QpAttr p = init_attr();
+  p.qp_state = QpState::kInit;
+  p.port_num = 2;
+  EXPECT_EQ(engine_->modify_qp(qp_, p, kQpState | kQpPort), EINVAL);
+  p.port_num = 1;
+  p.pkey_index = 1;
+  EXPECT_EQ(engine_->modify_qp(qp_, p, kQpState | kQpPkeyIndex), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  QpAttr r = rts_attr();
+  r.retry_cnt = 8;
+  EXPECT_EQ(engine_->modify_qp(qp_, r, kRtsMask), EINVAL);
+  r = rts_attr();
+  r.timeout = 32;
+  EXPECT_EQ(engine_->modify_qp(qp_, r, kRtsMask), EINVAL);
+  EXPECT_EQ(qp_->state(), QpState::kRtr);
+}
+
+TEST_F(QpStateTest, CurrentStateMustMatchWhenGiven) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  QpAttr a = rts_attr();
+  a.cur_qp_state = QpState::kInit;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtsMask | kQpCurState), EINVAL);
+  a.cur_qp_state = QpState::kRtr;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtsMask | kQpCurState), 0);
+}
+
+TEST_F(QpStateTest, AnyStateToErrorAndBackToReset) {
+  QpAttr e;
+  e.qp_state = QpState::kErr;
+  ASSERT_EQ(engine_->modify_qp(qp_, e, kQpState), 0);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  EXPECT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), EINVAL);  // ERR only to RESET
+  QpAttr r;
+  r.qp_state = QpState::kReset;
+  ASSERT_EQ(engine_->modify_qp(qp_, r, kQpState), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+}
+
+TEST_F(QpStateTest, PostingDependsOnState) {
+  Sge s{0, 0, 0};
+  EXPECT_EQ(qp_->post_recv({.wr_id = 1, .sg_list = &s, .num_sge = 0}), EINVAL);  // RESET
+  EXPECT_EQ(qp_->post_send({.wr_id = 1, .opcode = WrOpcode::kSend}), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  EXPECT_EQ(qp_->post_recv({.wr_id = 1, .sg_list = &s, .num_sge = 0}), 0);  // INIT: allowed
+  EXPECT_EQ(qp_->post_send({.wr_id = 1, .opcode = WrOpcode::kSend}), EINVAL);
+  QpAttr e;
+  e.qp_state = QpState::kErr;
+  ASSERT_EQ(engine_->modify_qp(qp_, e, kQpState), 0);
+  // The posted receive was flushed by the transition.
+  Cqe c[4];
+  ASSERT_EQ(cq_->poll(c, 4), 1);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+  // Posting in ERR is allowed and flushes.
+  EXPECT_EQ(qp_->post_send({.wr_id = 2, .opcode = WrOpcode::kSend, .send_flags = 0}), 0);
+  engine_->poll();
+  ASSERT_EQ(cq_->poll(c, 4), 1);
+  EXPECT_EQ(c[0].wr_id, 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+}
+
+TEST_F(QpStateTest, PostSendChecksTheRequest) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), 0);
+  Sge s[3] = {};
+  EXPECT_EQ(qp_->post_send({.sg_list = s, .num_sge = 3, .opcode = WrOpcode::kSend}), EINVAL);
+  s[0].length = 4;
+  EXPECT_EQ(qp_->post_send({.sg_list = s, .num_sge = 1, .opcode = WrOpcode::kAtomicFetchAndAdd}),
+            EINVAL);  // an atomic needs exactly 8 bytes
+  EXPECT_EQ(qp_->post_send({.sg_list = s, .num_sge = 1, .opcode = WrOpcode::kBindMw}), EINVAL);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(qp_->post_send({.sg_list = s, .num_sge = 0, .opcode = WrOpcode::kSend}), 0);
+  }
+  EXPECT_EQ(qp_->post_send({.sg_list = s, .num_sge = 0, .opcode = WrOpcode::kSend}), ENOMEM);
+}
+
+TEST_F(QpStateTest, UdNeedsQkeyAndNoRemoteAttributes) {
+  Qp* ud = make_qp(QpType::kUd);
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.port_num = 1;
+  a.qkey = 0x11111111;
+  EXPECT_EQ(engine_->modify_qp(ud, a, kQpState | kQpPkeyIndex | kQpPort), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(ud, a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey), 0);
+  a.qp_state = QpState::kRtr;
+  ASSERT_EQ(engine_->modify_qp(ud, a, kQpState), 0);
+  a.qp_state = QpState::kRts;
+  a.sq_psn = 5;
+  EXPECT_EQ(engine_->modify_qp(ud, a, kQpState | kQpSqPsn | kQpTimeout), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(ud, a, kQpState | kQpSqPsn), 0);
+}
+
+TEST_F(QpStateTest, DestroyOrderIsEnforced) {
+  EXPECT_EQ(engine_->destroy_cq(cq_), EBUSY);       // a QP uses it
+  EXPECT_EQ(engine_->dealloc_pd(pd_), EBUSY);        // the QP is in it
+  ASSERT_EQ(engine_->destroy_qp(qp_), 0);
+  EXPECT_EQ(engine_->destroy_cq(cq_), 0);
+  EXPECT_EQ(engine_->dealloc_pd(pd_), 0);
+  EXPECT_EQ(engine_->dealloc_pd(pd_), EINVAL);  // already gone
+}
+}  // namespace

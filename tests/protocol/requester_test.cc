@@ -1,0 +1,378 @@
+// Requester and completer protocol tests: what one RC QP sends for each work request, and how it
+// reacts to ACKs, NAKs, READ responses, lost responses and timeouts (IBA 9.7.4, 9.7.5.2).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "../support/scripted_port.h"
+#include "stack/wire/psn.h"
+
+namespace {
+using namespace roce;
+using namespace roce::test;
+namespace op = wire::op;
+using wire::NakCode;
+using wire::psn_add;
+
+constexpr uint32_t S0 = ProtocolHarness::kLocalPsn;
+constexpr uint8_t kAck = wire::kAethAckUnlimitedCredits;
+
+std::vector<uint8_t> opcodes(const std::vector<Emitted>& v) {
+  std::vector<uint8_t> o;
+  for (const auto& e : v) o.push_back(e.opcode());
+  return o;
+}
+
+TEST(Requester, SendIsSegmentedWithAckReqOnLast) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  for (uint32_t i = 0; i < 4 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 3 * m + 1), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(opcodes(out), (std::vector<uint8_t>{op::kRcSendFirst, op::kRcSendMiddle,
+                                                op::kRcSendMiddle, op::kRcSendLast}));
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[i].psn(), S0 + i);
+    EXPECT_EQ(out[i].info.ack_req, i == 3);
+    EXPECT_EQ(out[i].info.dest_qp, ProtocolHarness::kPeerQpn);
+    EXPECT_EQ(out[i].info.payload_len, i < 3 ? m : 1u);
+    EXPECT_EQ(std::memcmp(out[i].info.payload(), h.mem() + i * m, out[i].info.payload_len), 0);
+  }
+  EXPECT_TRUE(h.completions().empty());
+  // A coalesced ACK for the last PSN completes it.
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 3, h.aeth(kAck, 1))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kSend);
+  EXPECT_EQ(c[0].wr_id, 1u);
+}
+
+TEST(Requester, WriteCarriesRethOnFirstAndImmOnLast) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  Sge s{h.addr(), 2 * m, h.rkey()};
+  SendWr wr{.wr_id = 3, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kRdmaWriteWithImm,
+            .send_flags = kSendSignaled | kSendSolicited, .imm_data = 0x04030201,
+            .remote_addr = 0xABCD000, .rkey = 0x77};
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode(), op::kRcWriteFirst);
+  const wire::Reth& r = out[0].info.ext<wire::Reth>(wire::Ext::kReth);
+  EXPECT_EQ(r.va.get(), 0xABCD000u);
+  EXPECT_EQ(r.rkey.get(), 0x77u);
+  EXPECT_EQ(r.dma_length.get(), 2 * m);
+  EXPECT_EQ(out[1].opcode(), op::kRcWriteLastImm);
+  EXPECT_TRUE(out[1].info.solicited);
+  const auto& imm = out[1].info.ext<wire::ImmDt>(wire::Ext::kImmDt).data;
+  EXPECT_EQ(imm[0], 1);
+  EXPECT_EQ(imm[3], 4);
+}
+
+TEST(Requester, NakSequenceErrorGoesBackN) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 4 * m), 0);
+  ASSERT_EQ(h.exchange().size(), 4u);
+  // The responder saw S0 and S0+1, then a gap: NAK with the PSN it expects.
+  auto out = h.exchange({h.peer_frame(op::kRcAck, S0 + 2,
+                                      h.aeth(static_cast<uint8_t>(NakCode::kPsnSeqError), 0))});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].psn(), S0 + 2);
+  EXPECT_EQ(out[0].opcode(), op::kRcSendMiddle);
+  EXPECT_EQ(std::memcmp(out[0].info.payload(), h.mem() + 2 * m, m), 0);
+  EXPECT_EQ(out[1].opcode(), op::kRcSendLast);
+  EXPECT_EQ(h.qp()->counters_.retransmitted_packets, 2u);
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 3, h.aeth(kAck, 1))});
+  ASSERT_EQ(h.completions().size(), 1u);
+}
+
+TEST(Requester, LocalAckTimeoutRetransmitsFromOldestUnacked) {
+  ProtocolHarness h;  // timeout 10: 4.19 ms
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+  ASSERT_EQ(h.exchange().size(), 2u);
+  EXPECT_TRUE(h.advance(4'000'000).empty());  // not yet
+  auto out = h.advance(400'000);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].psn(), S0);
+  EXPECT_EQ(out[1].psn(), S0 + 1);
+  EXPECT_EQ(h.qp()->counters_.local_ack_timeouts, 1u);
+  // Progress stops the timer.
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 1, h.aeth(kAck, 2))});
+  EXPECT_EQ(h.completions().size(), 2u);
+  EXPECT_TRUE(h.advance(20'000'000).empty());
+}
+
+TEST(Requester, RetryExhaustionFailsWithRetryExcAndFlushes) {
+  ProtocolHarness::Options o;
+  o.retry_cnt = 2;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 2, 0, 100, 0), 0);  // unsignalled
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 3, 0, 100), 0);
+  h.exchange();
+  // First try + 2 retries, then the error.
+  int sends = 0;
+  for (int i = 0; i < 5; ++i) sends += static_cast<int>(h.advance(4'400'000).size());
+  EXPECT_EQ(sends, 2 * 3);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(c[1].wr_id, 2u);  // unsignalled, but flushed WRs always complete
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(c[2].wr_id, 3u);
+  EXPECT_EQ(c[2].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  // Later work requests are flushed too, and receives.
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 4, 0, 8), 0);
+  h.post_recv(5, 0, 8);
+  h.exchange();
+  c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(c[1].opcode, WcOpcode::kRecv);
+}
+
+TEST(Requester, RnrNakWaitsTheTimerThenRetries) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  h.exchange();
+  // RNR NAK with timer code 16: 2.56 ms.
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(wire::kAethRnrNak | 16))}).empty());
+  EXPECT_TRUE(h.advance(2'400'000).empty());
+  auto out = h.advance(300'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), S0);
+  EXPECT_EQ(h.qp()->counters_.rnr_naks_received, 1u);
+}
+
+TEST(Requester, RnrRetryExhaustion) {
+  ProtocolHarness::Options o;
+  o.rnr_retry = 1;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+  h.exchange();
+  h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(wire::kAethRnrNak | 1))});
+  ASSERT_EQ(h.advance(100'000).size(), 2u);  // one retry (0.01 ms timer)
+  h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(wire::kAethRnrNak | 1))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kRnrRetryExcErr);
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+TEST(Requester, RnrRetrySevenNeverGivesUp) {
+  ProtocolHarness h;  // rnr_retry 7
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  h.exchange();
+  for (int i = 0; i < 200; ++i) {
+    h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(wire::kAethRnrNak | 1))});
+    ASSERT_EQ(h.advance(20'000).size(), 1u) << "gave up after " << i << " RNR NAKs";
+  }
+  EXPECT_TRUE(h.completions().empty());
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+  h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(kAck, 1))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
+TEST(Requester, RetryCountSevenNeverGivesUp) {
+  ProtocolHarness h;  // retry_cnt 7
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  h.exchange();
+  // 30 timeouts of 4.19 ms: 30 retransmissions, and the QP keeps trying.
+  EXPECT_EQ(h.advance(30 * 4'194'304 + 100'000).size(), 30u);
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+  EXPECT_TRUE(h.completions().empty());
+}
+
+TEST(Requester, RemoteAccessNakCompletesInErrorAndFlushes) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+  h.exchange();
+  h.exchange({h.peer_frame(op::kRcAck, S0,
+                           h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError)))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+}
+
+TEST(Requester, InvalidRequestAndRemoteOperationalNaks) {
+  for (auto [code, want] : {std::pair{NakCode::kInvalidRequest, WcStatus::kRemInvReqErr},
+                            std::pair{NakCode::kRemoteOperationalError, WcStatus::kRemOpErr}}) {
+    ProtocolHarness h;
+    ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+    h.exchange();
+    h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(static_cast<uint8_t>(code)))});
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, want);
+  }
+}
+
+TEST(Requester, ReadRequestAndResponsesIntoScatterList) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  Sge sg[2] = {{h.addr(0), 1000, h.rkey()}, {h.addr(5000), 2 * m - 1000 + 10, h.rkey()}};
+  SendWr wr{.wr_id = 9, .sg_list = sg, .num_sge = 2, .opcode = WrOpcode::kRdmaRead,
+            .send_flags = kSendSignaled, .remote_addr = 0x10000, .rkey = 0x55};
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
+  EXPECT_TRUE(out[0].info.ack_req);
+  EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 2 * m + 10);
+  std::vector<uint8_t> data(2 * m + 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + 1);
+  // Send the responses: first, middle... then the completion arrives after the last.
+  h.exchange({h.peer_frame(op::kRcReadRespFirst, S0, h.aeth(kAck, 1), data.data(), m),
+              h.peer_frame(op::kRcReadRespMiddle, S0 + 1, {}, data.data() + m, m),
+              h.peer_frame(op::kRcReadRespLast, S0 + 2, h.aeth(kAck, 1), data.data() + 2 * m, 10)});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRdmaRead);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(h.mem(), data.data(), 1000), 0);
+  EXPECT_EQ(std::memcmp(h.mem() + 5000, data.data() + 1000, data.size() - 1000), 0);
+  // The next request uses the PSN after the READ's response PSNs.
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 10, 0, 8), 0);
+  out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), S0 + 3);
+}
+
+TEST(Requester, MissingReadResponseReRequestsTheRest) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 3 * m, kSendSignaled, 0x10000, 0x55), 0);
+  h.exchange();
+  // The first response is lost; the second arrives.
+  auto out = h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 1, {}, m)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
+  EXPECT_EQ(out[0].psn(), S0);
+  // Now the first arrives, and nothing else (the re-requested stream is lost too): at the local
+  // ACK timeout the requester asks for exactly what is still missing, the last 2 MTUs.
+  h.exchange({h.peer_frame(op::kRcReadRespFirst, S0, h.aeth(kAck, 1), m)});
+  out = h.advance(4'400'000);
+  ASSERT_EQ(out.size(), 1u);
+  const wire::Reth& r = out[0].info.ext<wire::Reth>(wire::Ext::kReth);
+  EXPECT_EQ(out[0].psn(), S0 + 1);
+  EXPECT_EQ(r.va.get(), 0x10000u + m);
+  EXPECT_EQ(r.dma_length.get(), 2 * m);
+}
+
+TEST(Requester, AckBeyondAReadIsAnImplicitNak) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 64, kSendSignaled, 0x10000, 0x55), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 8), 0);
+  ASSERT_EQ(h.exchange().size(), 2u);
+  // The responder ACKs the SEND: the READ response must have been lost.
+  auto out = h.exchange({h.peer_frame(op::kRcAck, S0 + 1, h.aeth(kAck, 2))});
+  ASSERT_GE(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
+  EXPECT_EQ(out[0].psn(), S0);
+  EXPECT_EQ(h.qp()->counters_.implicit_naks, 1u);
+  EXPECT_TRUE(h.completions().empty());  // nothing completes ahead of the READ
+}
+
+TEST(Requester, ReadAtomicLimitAndFence) {
+  ProtocolHarness::Options o;
+  o.max_rd_atomic = 2;
+  ProtocolHarness h(o);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, i, i * 64, 64, kSendSignaled, 0x10000, 0x55), 0);
+  }
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 9, 0, 64, kSendSignaled | kSendFence), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 2u);  // only two READs in flight
+  h.exchange({h.peer_frame(op::kRcReadRespOnly, S0, h.aeth(kAck, 1), 64)});
+  out = h.exchange();
+  ASSERT_EQ(out.size(), 0u);
+  // (The third READ went out with the response processing above, see below.)
+  h.exchange({h.peer_frame(op::kRcReadRespOnly, S0 + 1, h.aeth(kAck, 2), 64)});
+  // The fenced WRITE waits for the third READ.
+  out = h.exchange({h.peer_frame(op::kRcReadRespOnly, S0 + 2, h.aeth(kAck, 3), 64)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcWriteOnly);
+  EXPECT_EQ(out[0].psn(), S0 + 3);
+}
+
+TEST(Requester, AtomicResultLandsInLocalBuffer) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kAtomicFetchAndAdd, 1, 64, 8, kSendSignaled, 0x10000, 0x55, 3), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcFetchAdd);
+  EXPECT_EQ(out[0].info.ext<wire::AtomicEth>(wire::Ext::kAtomicEth).swap_add.get(), 3u);
+  wire::ExtHeaders e = h.aeth(kAck, 1);
+  e.atomic_ack.orig.set(0x1122334455667788ull);
+  h.exchange({h.peer_frame(op::kRcAtomicAck, S0, e)});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kFetchAdd);
+  uint64_t v;
+  std::memcpy(&v, h.mem() + 64, 8);
+  EXPECT_EQ(v, 0x1122334455667788ull);
+}
+
+TEST(Requester, UnsignalledWorkCompletesSilently) {
+  ProtocolHarness h;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(h.post_send(WrOpcode::kSend, i, 0, 8, 0), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 3, 0, 8), 0);
+  h.exchange();
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 3, h.aeth(kAck, 4))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);  // a signalled completion implies the earlier three are done
+  EXPECT_EQ(c[0].wr_id, 3u);
+  EXPECT_EQ(h.qp()->sq_.free_slots(), h.qp()->sq_.capacity());
+}
+
+TEST(Requester, GhostAndStaleResponsesAreDropped) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 8), 0);
+  h.exchange();
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 50, h.aeth(kAck, 1))});  // never sent
+  h.exchange({h.peer_frame(op::kRcAck, S0 - 1, h.aeth(kAck, 0))});   // before the window
+  EXPECT_TRUE(h.completions().empty());
+  EXPECT_EQ(h.qp()->counters_.dropped_responses, 2u);
+  h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(kAck, 1))});
+  EXPECT_EQ(h.completions().size(), 1u);
+}
+
+TEST(Requester, InlineDataIsCopiedAtPostTime) {
+  ProtocolHarness h;
+  std::memcpy(h.mem(), "inline!", 8);
+  Sge s{h.addr(), 8, 0 /* lkey ignored for inline */};
+  SendWr wr{.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kSend,
+            .send_flags = kSendSignaled | kSendInline};
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  std::memcpy(h.mem(), "changed", 8);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(std::memcmp(out[0].info.payload(), "inline!", 8), 0);
+}
+
+TEST(Requester, BadLkeyIsLocalProtectionError) {
+  ProtocolHarness h;
+  Sge s{h.addr(), 8, h.rkey() ^ 0x10000};
+  SendWr wr{.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kSend,
+            .send_flags = kSendSignaled};
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  EXPECT_TRUE(h.exchange().empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+}  // namespace

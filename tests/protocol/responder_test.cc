@@ -1,0 +1,465 @@
+// Responder protocol tests: crafted request packets into one RC QP, assertions on every packet
+// it emits (IBA 9.7.5.1) and on memory and completions.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "../support/scripted_port.h"
+#include "stack/wire/icrc.h"
+#include "stack/wire/psn.h"
+
+namespace {
+using namespace roce;
+using namespace roce::test;
+namespace op = wire::op;
+using wire::NakCode;
+using wire::psn_add;
+
+constexpr uint32_t P0 = ProtocolHarness::kPeerPsn;
+constexpr uint8_t kAck = wire::kAethAckUnlimitedCredits;
+uint8_t nak(NakCode c) { return static_cast<uint8_t>(c); }
+
+TEST(Responder, SendOnlyIsAckedWithPsnAndMsn) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 100)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].psn(), P0);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(out[0].msn(), 1u);
+  EXPECT_EQ(out[0].info.dest_qp, ProtocolHarness::kPeerQpn);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].byte_len, 100u);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRecv);
+  EXPECT_EQ(h.mem()[5], static_cast<uint8_t>(P0 + 5));
+}
+
+TEST(Responder, MultiPacketSendAckedOnceOnLast) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  const uint32_t m = h.mtu();
+  auto out = h.exchange({h.peer_frame(op::kRcSendFirst, P0, {}, m, false),
+                         h.peer_frame(op::kRcSendMiddle, psn_add(P0, 1), {}, m, false),
+                         h.peer_frame(op::kRcSendLast, psn_add(P0, 2), {}, 7, true)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 2));  // crosses the 2^24 wrap
+  EXPECT_EQ(out[0].msn(), 1u);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].byte_len, 2 * m + 7);
+}
+
+TEST(Responder, AcksInOneBurstCoalesce) {
+  ProtocolHarness h;
+  for (int i = 0; i < 4; ++i) h.post_recv(i, i * 256, 256);
+  std::vector<std::vector<uint8_t>> in;
+  for (int i = 0; i < 4; ++i) in.push_back(h.peer_frame(op::kRcSendOnly, psn_add(P0, i), {}, 16));
+  auto out = h.exchange(std::move(in));
+  ASSERT_EQ(out.size(), 1u);  // one ACK for the latest PSN
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 3));
+  EXPECT_EQ(out[0].msn(), 4u);
+  EXPECT_EQ(h.completions().size(), 4u);
+}
+
+TEST(Responder, OutOfSequenceNaksOnceWithExpectedPsn) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, psn_add(P0, 2), {}, 8),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 3), {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kPsnSeqError));
+  EXPECT_EQ(out[0].psn(), P0);  // the PSN it expected
+  EXPECT_EQ(h.qp()->counters_.seq_naks_sent, 1u);
+  EXPECT_TRUE(h.completions().empty());
+  // The expected PSN arrives: processed and ACKed; the gap state is cleared.
+  out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  out = h.exchange({h.peer_frame(op::kRcSendOnly, psn_add(P0, 5), {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kPsnSeqError));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+}
+
+TEST(Responder, DuplicateSendIsReAckedNotRedelivered) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  ASSERT_EQ(h.completions().size(), 1u);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8, false)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(out[0].psn(), P0);
+  EXPECT_EQ(out[0].msn(), 1u);
+  EXPECT_TRUE(h.completions().empty());  // the second receive WQE was not consumed
+  EXPECT_EQ(h.qp()->counters_.duplicate_requests, 1u);
+}
+
+TEST(Responder, NoReceivePostedSendsRnrNakWithMinRnrTimer) {
+  ProtocolHarness h;
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), wire::kAethRnrNak | 14);
+  EXPECT_EQ(out[0].psn(), P0);
+  // The PSN did not advance: the retry after posting a receive succeeds.
+  h.post_recv(1, 0, 64);
+  out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(out[0].psn(), P0);
+}
+
+TEST(Responder, WriteWithImmediateNeedsAReceive) {
+  ProtocolHarness h;
+  auto e = h.reth(h.addr(1000), h.rkey(), 32);
+  e.imm.data = {1, 2, 3, 4};
+  auto out = h.exchange({h.peer_frame(op::kRcWriteOnlyImm, P0, e, 32)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), wire::kAethRnrNak | 14);
+  EXPECT_EQ(h.mem()[1000], 0);  // nothing written before the RNR NAK
+  h.post_recv(5, 0, 0);
+  out = h.exchange({h.peer_frame(op::kRcWriteOnlyImm, P0, e, 32)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(c[0].byte_len, 32u);
+  EXPECT_TRUE(c[0].wc_flags & kWcWithImm);
+  const uint8_t imm[4] = {1, 2, 3, 4};
+  EXPECT_EQ(std::memcmp(&c[0].imm_data, imm, 4), 0);
+  EXPECT_EQ(h.mem()[1001], static_cast<uint8_t>(P0 + 1));
+}
+
+// --- access violations: NAK, zero bytes touched, QP to error ---
+
+struct AccessCase {
+  const char* name;
+  uint64_t va_off;
+  int rkey_delta;
+  uint32_t len;
+  uint32_t qp_access;
+  uint32_t mr_access;
+  NakCode want;
+};
+
+class WriteAccess : public ::testing::TestWithParam<AccessCase> {};
+
+TEST_P(WriteAccess, NakedAndNothingWritten) {
+  const AccessCase& c = GetParam();
+  ProtocolHarness::Options o;
+  o.qp_access = c.qp_access;
+  o.mr_access = c.mr_access;
+  ProtocolHarness h(o);
+  const uint64_t va = h.addr() + c.va_off;
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcWriteOnly, P0, h.reth(va, h.rkey() + c.rkey_delta, c.len), c.len)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(c.want));
+  EXPECT_EQ(out[0].psn(), P0);
+  for (size_t i = 0; i < (1u << 20); ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " touched";
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  EXPECT_EQ(h.qp()->counters_.error_naks_sent, 1u);
+}
+
+constexpr uint32_t kAllQp = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+constexpr uint32_t kAllMr =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+INSTANTIATE_TEST_SUITE_P(
+    Cases, WriteAccess,
+    ::testing::Values(
+        AccessCase{"BadRkey", 0, 0x10000, 64, kAllQp, kAllMr, NakCode::kRemoteAccessError},
+        AccessCase{"PastTheEnd", (1u << 20) - 32, 0, 64, kAllQp, kAllMr,
+                   NakCode::kRemoteAccessError},
+        AccessCase{"BeforeTheStart", static_cast<uint64_t>(-64), 0, 64, kAllQp, kAllMr,
+                   NakCode::kRemoteAccessError},
+        AccessCase{"MrWithoutRemoteWrite", 0, 0, 64, kAllQp, kAccessLocalWrite | kAccessRemoteRead,
+                   NakCode::kRemoteAccessError},
+        AccessCase{"QpWithoutRemoteWrite", 0, 0, 64, kAccessRemoteRead, kAllMr,
+                   NakCode::kInvalidRequest}),
+    [](const auto& i) { return std::string(i.param.name); });
+
+TEST(Responder, WriteLengthMustMatchDmaLength) {
+  ProtocolHarness h;
+  auto out = h.exchange({h.peer_frame(op::kRcWriteOnly, P0, h.reth(h.addr(), h.rkey(), 100), 64)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+TEST(Responder, ZeroLengthWriteChecksNoKey) {
+  ProtocolHarness h;
+  // IBA C9-88: a zero-length RDMA WRITE does not validate the R_Key.
+  auto out = h.exchange({h.peer_frame(op::kRcWriteOnly, P0, h.reth(0, 0xdead, 0), 0)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+}
+
+TEST(Responder, OpcodeOutOfSequenceIsInvalidRequest) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  auto out = h.exchange({h.peer_frame(op::kRcSendMiddle, P0, {}, h.mtu(), false)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  // The receive WQE is flushed.
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+}
+
+TEST(Responder, WriteMiddleInsideASendIsInvalidRequest) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  auto out = h.exchange({h.peer_frame(op::kRcSendFirst, P0, {}, h.mtu(), false),
+                         h.peer_frame(op::kRcWriteMiddle, psn_add(P0, 1), {}, h.mtu(), false)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);  // the receive in progress fails
+}
+
+TEST(Responder, FirstPacketShorterThanMtuIsInvalidRequest) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  auto out = h.exchange({h.peer_frame(op::kRcSendFirst, P0, {}, h.mtu() - 4, false)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+}
+
+TEST(Responder, PacketLongerThanMtuIsInvalidRequest) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, h.mtu() + 4)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+}
+
+TEST(Responder, SendLongerThanReceiveBuffer) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 50);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 64)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(h.mem()[0], 0);  // nothing copied
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+// --- READ ---
+
+TEST(Responder, ReadIsSegmentedByMtu) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  for (uint32_t i = 0; i < 4 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i * 7);
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 3 * m + 5))});
+  ASSERT_EQ(out.size(), 4u);
+  const uint8_t want_op[4] = {op::kRcReadRespFirst, op::kRcReadRespMiddle, op::kRcReadRespMiddle,
+                              op::kRcReadRespLast};
+  const uint32_t want_len[4] = {m, m, m, 5};
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out[i].opcode(), want_op[i]);
+    EXPECT_EQ(out[i].psn(), psn_add(P0, i));
+    EXPECT_EQ(out[i].info.payload_len, want_len[i]);
+    EXPECT_EQ(std::memcmp(out[i].info.payload(), h.mem() + i * m, want_len[i]), 0);
+    if (out[i].info.op->has_ext(wire::Ext::kAeth)) {
+      EXPECT_EQ(out[i].syndrome(), kAck);
+      EXPECT_EQ(out[i].msn(), 1u);
+    }
+  }
+  // The next request must use the PSN after the response packets.
+  h.post_recv(1, 8192, 64);
+  out = h.exchange({h.peer_frame(op::kRcSendOnly, psn_add(P0, 4), {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(out[0].msn(), 2u);
+}
+
+TEST(Responder, ZeroLengthReadAnswersOneEmptyResponse) {
+  ProtocolHarness h;
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(0, 0, 0))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRespOnly);
+  EXPECT_EQ(out[0].info.payload_len, 0u);
+}
+
+TEST(Responder, DuplicateReadReexecutesFromTheRequestedPsn) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  for (uint32_t i = 0; i < 4 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i * 3);
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 3 * m))});
+  ASSERT_EQ(out.size(), 3u);
+  // The requester lost the second and third responses and asks again for the rest.
+  out = h.exchange(
+      {h.peer_frame(op::kRcReadRequest, psn_add(P0, 1), h.reth(h.addr(m), h.rkey(), 2 * m))});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRespFirst);
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  EXPECT_EQ(std::memcmp(out[0].info.payload(), h.mem() + m, m), 0);
+  EXPECT_EQ(out[1].opcode(), op::kRcReadRespLast);
+  EXPECT_EQ(out[1].psn(), psn_add(P0, 2));
+  // A "duplicate" that does not match the saved READ is ignored.
+  out = h.exchange(
+      {h.peer_frame(op::kRcReadRequest, psn_add(P0, 1), h.reth(h.addr(5), h.rkey(), 2 * m))});
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(Responder, ReadWithBadRkeyIsRemoteAccessError) {
+  ProtocolHarness h;
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey() ^ 0x10000, 64))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+}
+
+// --- atomics ---
+
+wire::ExtHeaders atomic_eth(uint64_t va, uint32_t rkey, uint64_t swap_add, uint64_t cmp) {
+  wire::ExtHeaders e;
+  e.atomic.va.set(va);
+  e.atomic.rkey.set(rkey);
+  e.atomic.swap_add.set(swap_add);
+  e.atomic.compare.set(cmp);
+  return e;
+}
+
+TEST(Responder, FetchAddExecutesOnceAndDuplicatesReplayTheResult) {
+  ProtocolHarness h;
+  uint64_t v = 1000;
+  std::memcpy(h.mem() + 64, &v, 8);
+  auto req = h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(64), h.rkey(), 5, 0));
+  auto out = h.exchange({req});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAtomicAck);
+  EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 1000u);
+  EXPECT_EQ(out[0].msn(), 1u);
+  out = h.exchange({req, req});  // the requester retries twice
+  ASSERT_EQ(out.size(), 1u);  // one answer queued for both duplicates
+  EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 1000u);
+  std::memcpy(&v, h.mem() + 64, 8);
+  EXPECT_EQ(v, 1005u);  // executed exactly once
+  EXPECT_EQ(h.qp()->counters_.atomics_executed, 1u);
+}
+
+TEST(Responder, CompareSwap) {
+  ProtocolHarness h;
+  uint64_t v = 7;
+  std::memcpy(h.mem() + 64, &v, 8);
+  auto out = h.exchange({h.peer_frame(op::kRcCmpSwap, P0, atomic_eth(h.addr(64), h.rkey(), 9, 7)),
+                         h.peer_frame(op::kRcCmpSwap, psn_add(P0, 1),
+                                      atomic_eth(h.addr(64), h.rkey(), 11, 7))});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 7u);
+  EXPECT_EQ(out[1].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 9u);
+  std::memcpy(&v, h.mem() + 64, 8);
+  EXPECT_EQ(v, 9u);  // the second compare failed
+}
+
+TEST(Responder, MisalignedAtomicIsInvalidRequest) {
+  ProtocolHarness h;
+  auto out = h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(68), h.rkey(), 1, 0))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+}
+
+TEST(Responder, AtomicWithoutAtomicAccessIsRemoteAccessError) {
+  ProtocolHarness::Options o;
+  o.mr_access = kAccessLocalWrite | kAccessRemoteWrite;
+  ProtocolHarness h(o);
+  auto out = h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(64), h.rkey(), 1, 0))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+}
+
+// --- packets that never reach the QP: counted per reason, nothing answered ---
+
+TEST(Responder, MalformedAndMisaddressedPacketsAreCountedAndDropped) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  const EngineCounters& c = h.engine().counters();
+  // Unknown QPN.
+  auto f = h.peer_frame(op::kRcSendOnly, P0, {}, 8);
+  f[42 + 5] ^= 0x40;  // BTH dest QP byte
+  auto fixed = f;
+  {
+    wire::PacketInfo info;
+    wire::parse_frame(fixed.data(), static_cast<uint32_t>(fixed.size()), info, {false, false});
+    const uint32_t icrc_off = static_cast<uint32_t>(fixed.size()) - 4;
+    wire::icrc_write(fixed.data() + icrc_off,
+                     wire::icrc_compute(fixed.data() + 14, icrc_off - 14, false));
+  }
+  EXPECT_TRUE(h.exchange({fixed}).empty());
+  EXPECT_EQ(c.rx_unknown_qp, 1u);
+  // Bad ICRC.
+  auto bad = h.peer_frame(op::kRcSendOnly, P0, {}, 8);
+  bad[bad.size() - 10] ^= 1;
+  EXPECT_TRUE(h.exchange({bad}).empty());
+  EXPECT_EQ(c.rx_parse_error[static_cast<unsigned>(wire::ParseError::kBadIcrc)], 1u);
+  // Not for our MAC.
+  auto other = h.peer_frame(op::kRcSendOnly, P0, {}, 8);
+  other[5] = 0x77;
+  EXPECT_TRUE(h.exchange({other}).empty());
+  EXPECT_EQ(c.rx_not_our_mac, 1u);
+  // A UD opcode for an RC QP.
+  wire::ExtHeaders ud;
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kUdSendOnly, P0, ud, 8)}).empty());
+  EXPECT_EQ(c.rx_wrong_transport, 1u);
+  // Truncated garbage.
+  EXPECT_TRUE(h.exchange({std::vector<uint8_t>(30, 0xAB)}).empty());
+  EXPECT_EQ(h.completions().size(), 0u);
+  // After all that, the QP still works.
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  // Every buffer comes back: the engine keeps a cache of spare tx buffers while it runs and
+  // returns them when it goes.
+  h.destroy_engine();
+  EXPECT_EQ(h.port().outstanding(), 0u) << "buffers leaked";
+}
+
+TEST(Responder, PacketsToQpInResetOrInitAreDropped) {
+  ProtocolHarness h;
+  QpAttr a;
+  a.qp_state = QpState::kReset;
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)}).empty());
+  EXPECT_EQ(h.engine().counters().rx_bad_qp_state, 1u);
+}
+}  // namespace
+
+namespace {
+TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  // From an IP that is not the QP's peer: fix the IPv4 checksum and ICRC after the change.
+  auto f = h.peer_frame(roce::wire::op::kRcSendOnly, ProtocolHarness::kPeerPsn, {}, 8);
+  f[14 + 15] = 9;  // last byte of the source IP
+  f[24] = f[25] = 0;
+  uint16_t cs = static_cast<uint16_t>(~roce::wire::ipv4_header_checksum(f.data() + 14));
+  f[24] = static_cast<uint8_t>(cs >> 8);
+  f[25] = static_cast<uint8_t>(cs);
+  const uint32_t icrc_off = static_cast<uint32_t>(f.size()) - 4;
+  roce::wire::icrc_write(f.data() + icrc_off, roce::wire::icrc_compute(f.data() + 14, icrc_off - 14, false));
+  EXPECT_TRUE(h.exchange({f}).empty());
+  EXPECT_EQ(h.engine().counters().rx_addr_mismatch, 1u);
+  // A P_Key of another partition.
+  auto g = h.peer_frame(roce::wire::op::kRcSendOnly, ProtocolHarness::kPeerPsn, {}, 8);
+  g[42 + 2] = 0x80;
+  g[42 + 3] = 0x05;
+  roce::wire::icrc_write(g.data() + icrc_off, roce::wire::icrc_compute(g.data() + 14, icrc_off - 14, false));
+  EXPECT_TRUE(h.exchange({g}).empty());
+  EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
+}
+}  // namespace

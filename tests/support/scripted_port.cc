@@ -1,0 +1,220 @@
+#include "scripted_port.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace roce::test {
+
+namespace {
+struct Buf {
+  uint8_t data[9216];
+};
+}  // namespace
+
+uint16_t ScriptedPort::rx_burst(PktBuf* bufs, uint16_t n) {
+  uint16_t k = 0;
+  while (k < n && !rx_.empty()) {
+    auto* b = new Buf;
+    const auto& f = rx_.front();
+    std::memcpy(b->data, f.data(), f.size());
+    bufs[k++] = PktBuf{b, b->data, static_cast<uint32_t>(f.size()), sizeof b->data};
+    rx_.pop_front();
+    ++outstanding_;
+  }
+  return k;
+}
+
+uint16_t ScriptedPort::tx_burst(PktBuf* bufs, uint16_t n) {
+  uint16_t k = 0;
+  for (; k < n && tx_limit > 0; ++k, --tx_limit) {
+    sent_.emplace_back(bufs[k].data, bufs[k].data + bufs[k].len);
+    delete static_cast<Buf*>(bufs[k].handle);
+    --outstanding_;
+  }
+  return k;
+}
+
+uint16_t ScriptedPort::alloc(PktBuf* bufs, uint16_t n) {
+  for (uint16_t i = 0; i < n; ++i) {
+    auto* b = new Buf;
+    bufs[i] = PktBuf{b, b->data, 0, sizeof b->data};
+    ++outstanding_;
+  }
+  return n;
+}
+
+void ScriptedPort::free(PktBuf* bufs, uint16_t n) {
+  for (uint16_t i = 0; i < n; ++i) {
+    delete static_cast<Buf*>(bufs[i].handle);
+    --outstanding_;
+  }
+}
+
+ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
+  EngineConfig cfg;
+  cfg.mac = {0x02, 0, 0, 0, 0, 0x01};
+  cfg.gids = {Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+              Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1}};
+  cfg.seed = 99;
+  engine_ = std::make_unique<Engine>(cfg, &port_, &clock_);
+  const Gid peer_gid = o.ipv6 ? Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
+                              : Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};
+  const Mac peer_mac{0x02, 0, 0, 0, 0, 0x02};
+  engine_->neighbors().add_static(peer_gid, peer_mac);
+  const uint32_t pd = engine_->alloc_pd();
+  mem_.assign(1 << 20, 0);
+  if (engine_->reg_mr(pd, mem_.data(), mem_.size(), addr(), o.mr_access, &key_)) {
+    throw std::runtime_error("reg_mr");
+  }
+  int err = 0;
+  cq_ = engine_->create_cq(4096, &err);
+  QpInitAttr init;
+  init.pd = pd;
+  init.send_cq = init.recv_cq = cq_;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 64;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 4;
+  init.cap.max_inline_data = 64;
+  qp_ = engine_->create_qp(init, &err);
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qp_access_flags = o.qp_access;
+  a.port_num = 1;
+  if (engine_->modify_qp(qp_, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) {
+    throw std::runtime_error("INIT");
+  }
+  a = QpAttr{};
+  a.qp_state = QpState::kRtr;
+  a.path_mtu = o.mtu;
+  a.dest_qp_num = kPeerQpn;
+  a.rq_psn = kPeerPsn;
+  a.max_dest_rd_atomic = o.max_dest_rd_atomic;
+  a.min_rnr_timer = o.min_rnr_timer;
+  a.ah_attr.dgid = peer_gid;
+  a.ah_attr.sgid_index = o.ipv6 ? 0 : 1;
+  if (engine_->modify_qp(qp_, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                     kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
+    throw std::runtime_error("RTR");
+  }
+  a = QpAttr{};
+  a.qp_state = QpState::kRts;
+  a.sq_psn = kLocalPsn;
+  a.timeout = o.timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.max_rd_atomic = o.max_rd_atomic;
+  if (engine_->modify_qp(qp_, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
+                                     kQpMaxQpRdAtomic)) {
+    throw std::runtime_error("RTS");
+  }
+  peer_path_.src_mac = peer_mac;
+  peer_path_.dst_mac = cfg.mac;
+  peer_path_.family = o.ipv6 ? wire::IpFamily::kIpv6 : wire::IpFamily::kIpv4;
+  peer_path_.src_gid = peer_gid;
+  peer_path_.dst_gid = cfg.gids[o.ipv6 ? 0 : 1];
+  peer_path_.udp_sport = 0xC123;
+}
+
+std::vector<uint8_t> ProtocolHarness::peer_frame(uint8_t opcode, uint32_t psn,
+                                                 const wire::ExtHeaders& ext,
+                                                 const uint8_t* payload, uint32_t len,
+                                                 bool ack_req) {
+  wire::BthFields bth;
+  bth.opcode = opcode;
+  bth.dest_qp = qp_->qpn();
+  bth.psn = psn & 0xFFFFFF;
+  bth.ack_req = ack_req;
+  std::vector<uint8_t> buf(len + wire::kMaxHeadersLen + wire::kTrailerRoom);
+  const uint32_t n = wire::build_frame(buf.data(), static_cast<uint32_t>(buf.size()), peer_path_,
+                                       bth, ext, payload, len);
+  buf.resize(n);
+  return buf;
+}
+
+std::vector<uint8_t> ProtocolHarness::peer_frame(uint8_t opcode, uint32_t psn,
+                                                 const wire::ExtHeaders& ext, uint32_t len,
+                                                 bool ack_req) {
+  std::vector<uint8_t> payload(len);
+  for (uint32_t i = 0; i < len; ++i) payload[i] = static_cast<uint8_t>(psn + i);
+  return peer_frame(opcode, psn, ext, payload.data(), len, ack_req);
+}
+
+wire::ExtHeaders ProtocolHarness::reth(uint64_t va, uint32_t rkey, uint32_t len) const {
+  wire::ExtHeaders e;
+  e.reth.va.set(va);
+  e.reth.rkey.set(rkey);
+  e.reth.dma_length.set(len);
+  return e;
+}
+
+wire::ExtHeaders ProtocolHarness::aeth(uint8_t syndrome, uint32_t msn) const {
+  wire::ExtHeaders e;
+  e.aeth.syndrome = syndrome;
+  e.aeth.msn.set(msn);
+  return e;
+}
+
+static std::vector<Emitted> parse_all(std::vector<std::vector<uint8_t>> frames) {
+  std::vector<Emitted> out;
+  for (auto& f : frames) {
+    Emitted e;
+    e.bytes = std::move(f);
+    if (wire::parse_frame(e.bytes.data(), static_cast<uint32_t>(e.bytes.size()), e.info) !=
+        wire::ParseError::kOk) {
+      throw std::runtime_error("engine emitted a frame that does not parse");
+    }
+    out.push_back(std::move(e));
+  }
+  // The info points into e.bytes: vectors were moved, their buffers stayed put.
+  return out;
+}
+
+std::vector<Emitted> ProtocolHarness::exchange(std::vector<std::vector<uint8_t>> frames) {
+  for (auto& f : frames) port_.inject(std::move(f));
+  for (int i = 0; i < 1000 && engine_->poll(); ++i) {
+  }
+  return parse_all(port_.take_sent());
+}
+
+std::vector<Emitted> ProtocolHarness::advance(uint64_t dt_ns) {
+  const uint64_t end = clock_.now_ns() + dt_ns;
+  while (clock_.now_ns() < end) {
+    clock_.advance(std::min<uint64_t>(1024, end - clock_.now_ns()));
+    for (int i = 0; i < 1000 && engine_->poll(); ++i) {
+    }
+  }
+  return parse_all(port_.take_sent());
+}
+
+std::vector<Cqe> ProtocolHarness::completions() {
+  std::vector<Cqe> out;
+  Cqe c[64];
+  int n;
+  while ((n = cq_->poll(c, 64)) > 0) out.insert(out.end(), c, c + n);
+  return out;
+}
+
+void ProtocolHarness::post_recv(uint64_t wr_id, uint64_t off, uint32_t len) {
+  Sge s{addr(off), len, key_};
+  if (qp_->post_recv({.wr_id = wr_id, .sg_list = &s, .num_sge = 1})) {
+    throw std::runtime_error("post_recv");
+  }
+}
+
+int ProtocolHarness::post_send(WrOpcode op, uint64_t wr_id, uint64_t off, uint32_t len,
+                               uint8_t flags, uint64_t remote_addr, uint32_t rkey, uint64_t cmp,
+                               uint64_t swap) {
+  Sge s{addr(off), len, key_};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = flags;
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  wr.compare_add = cmp;
+  wr.swap = swap;
+  return qp_->post_send(wr);
+}
+
+}  // namespace roce::test
