@@ -42,20 +42,25 @@ bool parse_range(const std::string& s, uint64_t* a, uint64_t* b) {
 
 std::string describe(const LinkConfig& l) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "drop=%.4f,dup=%.4f,reorder=%.4f,corrupt=%.4f,delay=%llu,jitter=%llu",
-                l.drop, l.duplicate, l.reorder, l.corrupt,
-                static_cast<unsigned long long>(l.delay_ns),
+  std::snprintf(buf, sizeof buf,
+                "drop=%.4f,dup=%.4f,reorder=%.4f,corrupt=%.4f,delay=%llu,jitter=%llu", l.drop,
+                l.duplicate, l.reorder, l.corrupt, static_cast<unsigned long long>(l.delay_ns),
                 static_cast<unsigned long long>(l.jitter_ns));
   return buf;
 }
 
 const char* mtu_name(Mtu m) {
   switch (m) {
-    case Mtu::k256: return "256";
-    case Mtu::k512: return "512";
-    case Mtu::k1024: return "1024";
-    case Mtu::k2048: return "2048";
-    case Mtu::k4096: return "4096";
+    case Mtu::k256:
+      return "256";
+    case Mtu::k512:
+      return "512";
+    case Mtu::k1024:
+      return "1024";
+    case Mtu::k2048:
+      return "2048";
+    case Mtu::k4096:
+      return "4096";
   }
   return "?";
 }
@@ -69,9 +74,10 @@ int main(int argc, char** argv) {
   uint32_t hosts = 0, qps = 0, ops = 0, max_size = 0, mtu = 0;
   bool verbose = false;
   app.add_option("--seeds", seeds, "Seed or range A-B (inclusive)")->capture_default_str();
-  app.add_option("--faults", faults,
-                 "Fixed fault mix for every seed, e.g. drop=0.05,dup=0.01,reorder=0.02,corrupt=0.01,"
-                 "delay=2000,jitter=500 (default: random per seed)");
+  app.add_option(
+      "--faults", faults,
+      "Fixed fault mix for every seed, e.g. drop=0.05,dup=0.01,reorder=0.02,corrupt=0.01,"
+      "delay=2000,jitter=500 (default: random per seed)");
   app.add_option("--hosts", hosts, "Hosts (default: 2 or 3, per seed)")->check(CLI::Range(2, 16));
   app.add_option("--qps", qps, "QP pairs between every two hosts (default: 1-4 per seed)")
       ->check(CLI::Range(1, 64));
@@ -146,30 +152,31 @@ int main(int argc, char** argv) {
     if (res.ok) {
       ++passed;
       if (verbose) {
-        std::printf("ok   seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: "
-                    "%llu ops, %.1f ms virtual, %llu retransmitted\n",
-                    static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair,
-                    cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
-                    static_cast<unsigned long long>(res.ops), res.virtual_ns / 1e6,
-                    static_cast<unsigned long long>(res.retransmitted));
+        std::printf(
+            "ok   seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: "
+            "%llu ops, %.1f ms virtual, %llu retransmitted\n",
+            static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.ops_per_qp,
+            mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
+            static_cast<unsigned long long>(res.ops), res.virtual_ns / 1e6,
+            static_cast<unsigned long long>(res.retransmitted));
       }
     } else {
       ++failed;
-      std::printf("FAIL seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: %s\n"
-                  "     reproduce: roce-sim --seeds %llu%s\n",
-                  static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair,
-                  cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
-                  res.error.c_str(), static_cast<unsigned long long>(seed), options.c_str());
+      std::printf(
+          "FAIL seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: %s\n"
+          "     reproduce: roce-sim --seeds %llu%s\n",
+          static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.ops_per_qp,
+          mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(), res.error.c_str(),
+          static_cast<unsigned long long>(seed), options.c_str());
     }
     std::fflush(stdout);
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%llu seeds: %llu passed, %llu failed; %llu operations, %.1f MiB, %llu packets "
-              "retransmitted; %.1f s\n",
-              static_cast<unsigned long long>(passed + failed),
-              static_cast<unsigned long long>(passed), static_cast<unsigned long long>(failed),
-              static_cast<unsigned long long>(total_ops), total_bytes / 1048576.0,
-              static_cast<unsigned long long>(retx), secs);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "%llu seeds: %llu passed, %llu failed; %llu operations, %.1f MiB, %llu packets "
+      "retransmitted; %.1f s\n",
+      static_cast<unsigned long long>(passed + failed), static_cast<unsigned long long>(passed),
+      static_cast<unsigned long long>(failed), static_cast<unsigned long long>(total_ops),
+      total_bytes / 1048576.0, static_cast<unsigned long long>(retx), secs);
   return failed ? 1 : 0;
 }

@@ -93,6 +93,8 @@ bool Engine::poll() {
     schedule_req(*q);
   });
 
+  if (periodic_ && now_ >= next_periodic_) next_periodic_ = periodic_(periodic_ctx_, now_);
+
   if (timers_.armed()) {
     const size_t before = timers_.armed();
     timers_.advance(now_, [this](TimerNode& t) { fire_timer(t); });

@@ -108,6 +108,7 @@ class Engine {
 
   const EngineConfig& config() const { return cfg_; }
   const EngineCounters& counters() const { return ctr_; }
+  DoorbellSet& doorbells() { return doorbells_; }
   Mtu active_mtu() const { return active_mtu_; }
   NeighborTable& neighbors() { return neighbors_; }
 
@@ -151,6 +152,21 @@ class Engine {
   void set_net_handler(NetHandler h, void* ctx) {
     net_handler_ = h;
     net_ctx_ = ctx;
+  }
+  // Periodic work on the engine thread (neighbour probes): called when its deadline passes;
+  // returns the next deadline (UINT64_MAX: none).
+  using Periodic = uint64_t (*)(void* ctx, uint64_t now_ns);
+  void set_periodic(Periodic fn, void* ctx) {
+    periodic_ = fn;
+    periodic_ctx_ = ctx;
+    next_periodic_ = 0;
+  }
+  // Visits every QP (control path: counters, tools).
+  template <typename F>
+  void for_each_qp(F&& f) const {
+    for (const auto& q : qps_) {
+      if (q) f(*q);
+    }
   }
   // Sends a raw frame (neighbour protocol replies): copies it into a tx buffer.
   bool send_raw(const uint8_t* frame, uint32_t len);
@@ -256,6 +272,9 @@ class Engine {
   void* tap_ctx_ = nullptr;
   NetHandler net_handler_ = nullptr;
   void* net_ctx_ = nullptr;
+  Periodic periodic_ = nullptr;
+  void* periodic_ctx_ = nullptr;
+  uint64_t next_periodic_ = 0;
 
   std::mutex events_mu_;  // async events only: rare, never per packet
   std::deque<AsyncEvent> events_;

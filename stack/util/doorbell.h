@@ -23,8 +23,24 @@ class DoorbellSet {
 
   void ring(uint32_t i) {
     leaves_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
-    summary_[i / 4096].fetch_or(uint64_t{1} << ((i / 64) % 64), std::memory_order_release);
+    summary_[i / 4096].fetch_or(uint64_t{1} << ((i / 64) % 64), std::memory_order_seq_cst);
+    // An engine thread that went to sleep is woken (a futex wake: the only syscall a post can
+    // cost, and only while the engine idles). seq_cst pairs with the sleeper's store of
+    // `sleeping` followed by its any() re-check: one of the two always sees the other.
+    if (sleeping.load(std::memory_order_seq_cst) && waker) waker(waker_ctx);
   }
+
+  // True if any doorbell is set (the engine checks before it goes to sleep).
+  bool any() const {
+    for (uint32_t s = 0; s < summary_n_; ++s) {
+      if (summary_[s].load(std::memory_order_seq_cst)) return true;
+    }
+    return false;
+  }
+
+  std::atomic<bool> sleeping{false};
+  void (*waker)(void*) = nullptr;
+  void* waker_ctx = nullptr;
 
   // Calls f(i) for every rung index, clearing them.
   template <typename F>

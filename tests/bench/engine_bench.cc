@@ -138,16 +138,17 @@ struct Pair {
     x.rq_psn = 0;
     x.max_dest_rd_atomic = 1;
     x.ah_attr.dgid = dgid;
-    e.modify_qp(q, x, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                          kQpMaxDestRdAtomic | kQpMinRnrTimer);
+    e.modify_qp(q, x,
+                kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                    kQpMinRnrTimer);
     x = QpAttr{};
     x.qp_state = QpState::kRts;
     x.timeout = 0;  // no timer: the loop never loses a packet
     x.retry_cnt = 7;
     x.rnr_retry = 7;
     x.max_rd_atomic = 1;
-    e.modify_qp(q, x, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                          kQpMaxQpRdAtomic);
+    e.modify_qp(q, x,
+                kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
   }
 
   // Runs `ops` WRITEs of `size` bytes (every 16th signalled), keeping the queue full.
@@ -192,10 +193,10 @@ void BM_EngineWrite(benchmark::State& state) {
     p.run(batch, size);
     ops += batch;
   }
-  state.counters["Mops/s"] = benchmark::Counter(static_cast<double>(ops) / 1e6,
-                                                benchmark::Counter::kIsRate);
-  state.counters["Gb/s"] = benchmark::Counter(static_cast<double>(ops) * size * 8 / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["Mops/s"] =
+      benchmark::Counter(static_cast<double>(ops) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["Gb/s"] =
+      benchmark::Counter(static_cast<double>(ops) * size * 8 / 1e9, benchmark::Counter::kIsRate);
   state.counters["pkts/op"] =
       static_cast<double>(p.pa.packets + p.pb.packets) / static_cast<double>(ops);
 }

@@ -1,0 +1,176 @@
+#include "dpdk/device.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "dpdk/dpdk_port.h"
+#include "dpdk/eal.h"
+#include "stack/core/counters_format.h"
+
+namespace roce::dpdk {
+
+namespace {
+int64_t wall_minus_monotonic() {
+  timespec rt, mt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mt);
+  return (static_cast<int64_t>(rt.tv_sec) - mt.tv_sec) * 1'000'000'000 + (rt.tv_nsec - mt.tv_nsec);
+}
+}  // namespace
+
+std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) {
+  if (!validate(cfg, err)) return nullptr;
+  EalOptions eal;
+  eal.extra_args = cfg.eal_args;
+  if (!Eal::init(eal, err)) return nullptr;
+
+  std::unique_ptr<Device> d(new Device());
+  d->cfg_ = cfg;
+  PortConfig pc;
+  pc.mtu = cfg.mtu;
+  pc.num_mbufs = cfg.buffers;
+  if (cfg.mac) pc.mac = *cfg.mac;
+  std::string perr;
+  d->port_ = DpdkPort::open(cfg.port, pc, &perr);
+  if (!d->port_) {
+    *err = cfg.name + ": " + perr;
+    return nullptr;
+  }
+  std::memcpy(d->mac_.data(), d->port_->mac(), 6);
+  d->gids_ = cfg.gid_table(d->mac_);
+  d->wall_offset_ns_ = wall_minus_monotonic();
+
+  PacketIo* io = d->port_.get();
+  if (cfg.drop > 0) {
+    d->faults_ = std::make_unique<FaultIo>(io, cfg.drop, cfg.drop, cfg.fault_seed);
+    io = d->faults_.get();
+  }
+
+  EngineConfig ec;
+  ec.mac = d->mac_;
+  ec.gids = d->gids_;
+  if (cfg.vlan) {
+    ec.vlan = true;
+    ec.vlan_tci = static_cast<uint16_t>(cfg.pcp << 13 | *cfg.vlan);
+  }
+  std::random_device rd;
+  ec.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  d->engine_ = std::make_unique<Engine>(ec, io, &d->clock_);
+  for (const auto& n : cfg.neighbors) d->engine_->neighbors().add_static(n.ip, n.mac);
+
+  NeighborConfig nc;
+  d->agent_ = std::make_unique<NeighborAgent>(d->engine_->neighbors(), d->mac_, d->gids_, ec.vlan,
+                                              ec.vlan_tci, nc, &Device::send_frame,
+                                              &Device::on_resolved, d.get());
+  d->engine_->set_net_handler(&Device::on_net_frame, d.get());
+  d->engine_->set_periodic(&Device::tick, d.get());
+  if (!cfg.pcap.empty()) {
+    if (!d->capture_.open(cfg.pcap, err)) return nullptr;
+    d->engine_->set_tap(&Device::on_tap, d.get());
+  }
+
+  IdlePolicy idle;
+  idle.max_sleep_ns = cfg.idle_sleep_us * 1000;
+  if (idle.min_sleep_ns > idle.max_sleep_ns) idle.min_sleep_ns = idle.max_sleep_ns;
+  d->runner_ = std::make_unique<EngineRunner>(*d->engine_, !cfg.inline_mode, idle);
+  d->runner_->start(
+      cfg.cpu,
+      [] {
+        std::string e;
+        Eal::register_current_thread(&e);
+      },
+      [] { Eal::unregister_current_thread(); });
+  return d;
+}
+
+Device::~Device() {
+  if (runner_) runner_->stop();
+  capture_.close();
+  engine_.reset();  // returns its buffers to the port's pool
+  agent_.reset();
+  faults_.reset();
+  if (port_) port_->stop();
+  port_.reset();
+}
+
+uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
+
+void Device::on_net_frame(void* ctx, const wire::PacketInfo& info, wire::ParseError) {
+  auto* d = static_cast<Device*>(ctx);
+  d->agent_->on_frame(info.frame, info.frame_len, d->engine_->now_ns());
+}
+
+bool Device::send_frame(void* ctx, const uint8_t* frame, uint32_t len) {
+  return static_cast<Device*>(ctx)->engine_->send_raw(frame, len);
+}
+
+void Device::on_resolved(void* ctx, const Gid& ip) {
+  static_cast<Device*>(ctx)->engine_->on_neighbor_resolved(ip);
+}
+
+uint64_t Device::tick(void* ctx, uint64_t now_ns) {
+  auto* d = static_cast<Device*>(ctx);
+  const uint64_t next = d->agent_->tick(now_ns);
+  // Look at new resolution requests (QPs that just went to RTR) at least every millisecond.
+  return std::min<uint64_t>(next, now_ns + 1'000'000);
+}
+
+void Device::on_tap(void* ctx, const uint8_t* frame, uint32_t len, bool, uint64_t now_ns) {
+  auto* d = static_cast<Device*>(ctx);
+  d->capture_.write(frame, len,
+                    static_cast<uint64_t>(static_cast<int64_t>(now_ns) + d->wall_offset_ns_));
+}
+
+void Device::flush_capture() {
+  runner_->run([this] { capture_.flush(); });
+}
+
+std::string Device::counters_text() {
+  return runner_->run([this] {
+    std::string s = "device " + cfg_.name + " (" + cfg_.port + ", " + format_mac(mac_) + ")\n";
+    s += format_engine_counters(*engine_);
+    const PortCounters pc = port_->counters();
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "driver:\n  rx %llu frames %llu bytes, tx %llu frames %llu bytes, "
+                  "linearized %llu, dropped chained %llu, oversize %llu, tx rejected %llu\n",
+                  (unsigned long long)pc.rx_packets, (unsigned long long)pc.rx_bytes,
+                  (unsigned long long)pc.tx_packets, (unsigned long long)pc.tx_bytes,
+                  (unsigned long long)pc.rx_linearized, (unsigned long long)pc.rx_dropped_chained,
+                  (unsigned long long)pc.rx_dropped_oversize, (unsigned long long)pc.tx_rejected);
+    s += buf;
+    EthStats es;
+    std::string e;
+    if (port_->eth_stats(&es, &e)) {
+      std::snprintf(buf, sizeof buf, "  imissed %llu ierrors %llu oerrors %llu rx_nombuf %llu\n",
+                    (unsigned long long)es.imissed, (unsigned long long)es.ierrors,
+                    (unsigned long long)es.oerrors, (unsigned long long)es.rx_nombuf);
+      s += buf;
+    }
+    if (faults_) {
+      std::snprintf(buf, sizeof buf, "fault injection: dropped rx %llu tx %llu\n",
+                    (unsigned long long)faults_->counters().rx_dropped,
+                    (unsigned long long)faults_->counters().tx_dropped);
+      s += buf;
+    }
+    const NeighborCounters& n = agent_->counters();
+    std::snprintf(buf, sizeof buf,
+                  "neighbour: arp req rx %llu rep tx %llu req tx %llu rep rx %llu; ns rx %llu "
+                  "na tx %llu ns tx %llu na rx %llu; echo %llu/%llu echo6 %llu/%llu; "
+                  "resolved %llu failed %llu\n",
+                  (unsigned long long)n.arp_requests_rx, (unsigned long long)n.arp_replies_tx,
+                  (unsigned long long)n.arp_requests_tx, (unsigned long long)n.arp_replies_rx,
+                  (unsigned long long)n.ns_rx, (unsigned long long)n.na_tx,
+                  (unsigned long long)n.ns_tx, (unsigned long long)n.na_rx,
+                  (unsigned long long)n.echo_requests_rx, (unsigned long long)n.echo_replies_tx,
+                  (unsigned long long)n.echo6_requests_rx, (unsigned long long)n.echo6_replies_tx,
+                  (unsigned long long)n.resolved, (unsigned long long)n.failed);
+    s += buf;
+    return s;
+  });
+}
+
+}  // namespace roce::dpdk

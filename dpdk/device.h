@@ -1,0 +1,67 @@
+// A device: one configured port brought to life -- EAL (once per process), the DPDK port, an
+// optional fault-injecting wrapper, the engine with its GID table, the neighbour agent (ARP, ND,
+// ping), an optional capture file, and the runner that drives the engine. This is what a tool or
+// the verbs shim opens; it exposes no DPDK type.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stack/core/engine.h"
+#include "stack/core/runner.h"
+#include "stack/device_config.h"
+#include "stack/io/fault_io.h"
+#include "stack/net/neighbor_agent.h"
+#include "stack/util/clock.h"
+#include "stack/util/pcap_writer.h"
+
+namespace roce::dpdk {
+
+class DpdkPort;
+
+class Device {
+ public:
+  // Opens the device and starts its engine (own thread, or inline). nullptr and one line in
+  // *err on failure.
+  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string* err);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceConfig& config() const { return cfg_; }
+  const std::string& name() const { return cfg_.name; }
+  Engine& engine() { return *engine_; }
+  EngineRunner& runner() { return *runner_; }
+  const Mac& mac() const { return mac_; }
+  const std::vector<Gid>& gids() const { return gids_; }
+  // The port's largest frame and the IB MTU the engine offers.
+  uint32_t max_frame_len() const;
+  Mtu active_mtu() const { return engine_->active_mtu(); }
+  // Per-port and per-QP counters, neighbour and driver statistics, as text.
+  std::string counters_text();
+  // Writes buffered capture frames to disk (the capture is also flushed on close).
+  void flush_capture();
+
+ private:
+  Device() = default;
+  static void on_net_frame(void* ctx, const wire::PacketInfo& info, wire::ParseError why);
+  static bool send_frame(void* ctx, const uint8_t* frame, uint32_t len);
+  static void on_resolved(void* ctx, const Gid& ip);
+  static uint64_t tick(void* ctx, uint64_t now_ns);
+  static void on_tap(void* ctx, const uint8_t* frame, uint32_t len, bool tx, uint64_t now_ns);
+
+  DeviceConfig cfg_;
+  Mac mac_{};
+  std::vector<Gid> gids_;
+  SteadyClock clock_;
+  int64_t wall_offset_ns_ = 0;  // realtime - monotonic, for capture timestamps
+  std::unique_ptr<DpdkPort> port_;
+  std::unique_ptr<FaultIo> faults_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<NeighborAgent> agent_;
+  std::unique_ptr<EngineRunner> runner_;
+  PcapWriter capture_;
+};
+
+}  // namespace roce::dpdk

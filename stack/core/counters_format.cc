@@ -1,0 +1,78 @@
+#include "stack/core/counters_format.h"
+
+#include <cstdio>
+
+#include "stack/wire/parser.h"
+
+namespace roce {
+
+namespace {
+void add(std::string& out, const char* name, uint64_t v) {
+  if (v == 0) return;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "  %-28s %llu\n", name, static_cast<unsigned long long>(v));
+  out += buf;
+}
+}  // namespace
+
+std::string format_engine_counters(const Engine& e) {
+  const EngineCounters& c = e.counters();
+  std::string out = "port:\n";
+  add(out, "rx_frames", c.rx_frames);
+  add(out, "rx_bytes", c.rx_bytes);
+  add(out, "rx_roce", c.rx_roce);
+  add(out, "tx_frames", c.tx_frames);
+  add(out, "tx_bytes", c.tx_bytes);
+  for (unsigned i = 1; i < static_cast<unsigned>(wire::ParseError::kCount); ++i) {
+    if (!c.rx_parse_error[i]) continue;
+    const std::string name =
+        "drop: " + std::string(wire::to_string(static_cast<wire::ParseError>(i)));
+    add(out, name.c_str(), c.rx_parse_error[i]);
+  }
+  add(out, "rx_not_roce (to neighbour)", c.rx_not_roce);
+  add(out, "drop: unknown QP", c.rx_unknown_qp);
+  add(out, "drop: QP state", c.rx_bad_qp_state);
+  add(out, "drop: wrong transport", c.rx_wrong_transport);
+  add(out, "drop: P_Key", c.rx_pkey_mismatch);
+  add(out, "drop: address mismatch", c.rx_addr_mismatch);
+  add(out, "drop: not our MAC", c.rx_not_our_mac);
+  add(out, "drop: UD Q_Key", c.ud_qkey_mismatch);
+  add(out, "drop: UD no receive", c.ud_no_recv);
+  add(out, "drop: UD too long", c.ud_too_long);
+  add(out, "tx_no_buffer", c.tx_no_buffer);
+  add(out, "tx_backpressure", c.tx_backpressure);
+  add(out, "cq_overflow", c.cq_overflow);
+  add(out, "neighbor_wait", c.neighbor_wait);
+  e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
+  return out;
+}
+
+std::string format_qp_counters(const Qp& q) {
+  const QpCounters& c = q.counters_;
+  char head[64];
+  std::snprintf(head, sizeof head, "qp 0x%06x (%s):\n", q.qpn(), to_string(q.state()));
+  std::string out = head;
+  add(out, "tx_packets", c.tx_packets);
+  add(out, "tx_bytes", c.tx_bytes);
+  add(out, "rx_packets", c.rx_packets);
+  add(out, "rx_bytes", c.rx_bytes);
+  add(out, "retransmitted_packets", c.retransmitted_packets);
+  add(out, "retransmit_events", c.retransmit_events);
+  add(out, "local_ack_timeouts", c.local_ack_timeouts);
+  add(out, "seq_naks_sent", c.seq_naks_sent);
+  add(out, "seq_naks_received", c.seq_naks_received);
+  add(out, "rnr_naks_sent", c.rnr_naks_sent);
+  add(out, "rnr_naks_received", c.rnr_naks_received);
+  add(out, "error_naks_sent", c.error_naks_sent);
+  add(out, "error_naks_received", c.error_naks_received);
+  add(out, "duplicate_requests", c.duplicate_requests);
+  add(out, "out_of_sequence", c.out_of_sequence);
+  add(out, "implicit_naks", c.implicit_naks);
+  add(out, "dropped_responses", c.dropped_responses);
+  add(out, "atomics_executed", c.atomics_executed);
+  add(out, "cnps_sent", c.cnps_sent);
+  add(out, "cnps_received", c.cnps_received);
+  return out;
+}
+
+}  // namespace roce

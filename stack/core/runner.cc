@@ -1,0 +1,147 @@
+#include "stack/core/runner.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace roce {
+
+namespace {
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+}  // namespace
+
+EngineRunner::EngineRunner(Engine& engine, bool threaded, const IdlePolicy& idle)
+    : engine_(engine), threaded_(threaded), idle_(idle) {}
+
+EngineRunner::~EngineRunner() { stop(); }
+
+void EngineRunner::start(int cpu, std::function<void()> thread_init,
+                         std::function<void()> thread_exit) {
+  if (!threaded_ || running_.load()) return;
+  stop_.store(false);
+  DoorbellSet& db = engine_.doorbells();
+  db.waker = &EngineRunner::wake;
+  db.waker_ctx = this;
+  thread_ = std::thread([this, cpu, thread_init, thread_exit] {
+    thread_id_ = std::this_thread::get_id();
+    if (thread_init) thread_init();
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    // Short sleeps must stay short: the default 50 us timer slack would stretch them.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    pthread_setname_np(pthread_self(), "roce-engine");
+    loop();
+    if (thread_exit) thread_exit();
+  });
+  running_.store(true, std::memory_order_release);
+}
+
+void EngineRunner::stop() {
+  if (!running_.load()) return;
+  stop_.store(true);
+  wake(this);
+  thread_.join();
+  running_.store(false);
+  thread_id_ = {};
+  DoorbellSet& db = engine_.doorbells();
+  db.waker = nullptr;
+  db.sleeping.store(false);
+  run_commands();  // anything submitted while stopping runs here, on this thread
+}
+
+void EngineRunner::wake(void* self) {
+  auto* r = static_cast<EngineRunner*>(self);
+  r->futex_word_.fetch_add(1, std::memory_order_release);
+  futex(&r->futex_word_, FUTEX_WAKE_PRIVATE, 1, nullptr);
+}
+
+void EngineRunner::submit(std::function<void()> fn) {
+  std::unique_lock<std::mutex> lock(cmd_mu_);
+  cmds_.push_back(std::move(fn));
+  const uint64_t ticket = completed_ + cmds_.size();
+  pending_.fetch_add(1, std::memory_order_release);
+  wake(this);
+  cmd_done_.wait(lock, [&] { return completed_ >= ticket || !running_.load(); });
+}
+
+void EngineRunner::run_commands() {
+  std::unique_lock<std::mutex> lock(cmd_mu_);
+  while (!cmds_.empty()) {
+    std::function<void()> fn = std::move(cmds_.front());
+    cmds_.pop_front();
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> elock(engine_mu_);
+      fn();
+    }
+    lock.lock();
+    ++completed_;
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
+  cmd_done_.notify_all();
+}
+
+void EngineRunner::loop() {
+  DoorbellSet& db = engine_.doorbells();
+  uint32_t idle_polls = 0;
+  uint64_t sleep_ns = idle_.min_sleep_ns;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (pending_.load(std::memory_order_acquire)) run_commands();
+    bool work;
+    {
+      std::lock_guard<std::mutex> lock(engine_mu_);
+      work = engine_.poll();
+    }
+    polls_.fetch_add(1, std::memory_order_relaxed);
+    if (work) {
+      busy_polls_.fetch_add(1, std::memory_order_relaxed);
+      idle_polls = 0;
+      sleep_ns = idle_.min_sleep_ns;
+      continue;
+    }
+    if (++idle_polls < idle_.spin_polls) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    // Sleep, unless a doorbell or a command arrived after the last poll.
+    const uint32_t seen = futex_word_.load(std::memory_order_acquire);
+    db.sleeping.store(true, std::memory_order_seq_cst);
+    if (!db.any() && !pending_.load(std::memory_order_acquire) && !stop_.load()) {
+      const timespec ts{0, static_cast<long>(sleep_ns)};
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      futex(&futex_word_, FUTEX_WAIT_PRIVATE, seen, &ts);
+      if (futex_word_.load(std::memory_order_acquire) != seen) {
+        wakeups_.fetch_add(1, std::memory_order_relaxed);
+        sleep_ns = idle_.min_sleep_ns;
+      } else {
+        sleep_ns = std::min(sleep_ns * 2, idle_.max_sleep_ns);
+      }
+    }
+    db.sleeping.store(false, std::memory_order_relaxed);
+  }
+}
+
+bool EngineRunner::poll() {
+  if (threaded_ && running_.load(std::memory_order_relaxed)) return false;
+  std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  return engine_.poll();
+}
+
+RunnerStats EngineRunner::stats() const {
+  return RunnerStats{polls_.load(), busy_polls_.load(), sleeps_.load(), wakeups_.load()};
+}
+
+}  // namespace roce

@@ -1,0 +1,105 @@
+// Drives an engine, in one of two ways:
+//
+// - threaded (default): a thread of its own polls the engine. When idle it backs off -- a few
+//   thousand polls, then short sleeps that grow to IdlePolicy::max_sleep_ns -- so an idle stack
+//   does not hold a core; a doorbell (a post) wakes it at once through a futex. Received packets
+//   cannot wake it: the sleep bound is the extra latency an idle engine adds to the first packet.
+// - inline: the application's threads drive it by calling poll() (run-to-completion, for
+//   latency), one at a time under a try-lock.
+//
+// Control operations (creating and modifying objects) must run with exclusive access to the
+// engine: run() executes a function on the engine thread and waits for it (threaded), or under
+// the engine lock (inline), as a driver submits commands to a NIC.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include "stack/core/engine.h"
+
+namespace roce {
+
+struct IdlePolicy {
+  uint32_t spin_polls = 4096;       // idle polls before the first sleep
+  uint64_t min_sleep_ns = 10'000;   // first sleep
+  uint64_t max_sleep_ns = 200'000;  // sleeps double up to this
+};
+
+struct RunnerStats {
+  uint64_t polls = 0;
+  uint64_t busy_polls = 0;
+  uint64_t sleeps = 0;
+  uint64_t wakeups = 0;  // woken early by a doorbell
+};
+
+class EngineRunner {
+ public:
+  EngineRunner(Engine& engine, bool threaded, const IdlePolicy& idle = {});
+  ~EngineRunner();
+  EngineRunner(const EngineRunner&) = delete;
+  EngineRunner& operator=(const EngineRunner&) = delete;
+
+  // Threaded: starts the engine thread (pinned to `cpu` if >= 0), which first calls
+  // thread_init (e.g. to register with DPDK). Inline: nothing to start.
+  void start(int cpu = -1, std::function<void()> thread_init = {},
+             std::function<void()> thread_exit = {});
+  void stop();
+  bool threaded() const { return threaded_; }
+  Engine& engine() { return engine_; }
+
+  // Runs fn() with exclusive access to the engine and returns its result.
+  template <typename F>
+  auto run(F&& fn) -> std::invoke_result_t<F> {
+    using R = std::invoke_result_t<F>;
+    if (!threaded_ || !running_.load(std::memory_order_acquire) ||
+        std::this_thread::get_id() == thread_id_) {
+      std::lock_guard<std::mutex> lock(engine_mu_);
+      return fn();
+    }
+    if constexpr (std::is_void_v<R>) {
+      submit([&] { fn(); });
+    } else {
+      R result{};
+      submit([&] { result = fn(); });
+      return result;
+    }
+  }
+
+  // Inline mode: one poll of the engine from the caller's thread; false if another thread is
+  // polling right now (or the engine has its own thread).
+  bool poll();
+
+  RunnerStats stats() const;
+
+ private:
+  void submit(std::function<void()> fn);
+  void loop();
+  void run_commands();
+  static void wake(void* self);
+
+  Engine& engine_;
+  const bool threaded_;
+  IdlePolicy idle_;
+  std::mutex engine_mu_;  // inline mode, and the engine thread while it polls
+  std::thread thread_;
+  std::thread::id thread_id_{};
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> futex_word_{0};
+
+  std::mutex cmd_mu_;
+  std::condition_variable cmd_done_;
+  std::deque<std::function<void()>> cmds_;
+  std::atomic<uint32_t> pending_{0};
+  uint64_t completed_ = 0;
+
+  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0};
+};
+
+}  // namespace roce

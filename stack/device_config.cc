@@ -1,0 +1,313 @@
+#include "stack/device_config.h"
+
+#include <arpa/inet.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace roce {
+
+namespace {
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+bool parse_u64(const std::string& s, uint64_t* out) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_bool(const std::string& s, bool* out) {
+  if (s == "1" || s == "on" || s == "yes" || s == "true") {
+    *out = true;
+    return true;
+  }
+  if (s == "0" || s == "off" || s == "no" || s == "false") {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+bool bad(std::string* err, const std::string& key, const std::string& value,
+         const std::string& want) {
+  *err = key + ": '" + value + "' is not " + want;
+  return false;
+}
+
+bool parse_prefix(const std::string& v, bool want_v4, IpPrefix* out) {
+  const auto slash = v.find('/');
+  const std::string ip = v.substr(0, slash);
+  bool v4 = false;
+  if (!parse_ip(ip, &out->addr, &v4) || v4 != want_v4) return false;
+  out->prefix_len = want_v4 ? 24 : 64;
+  if (slash != std::string::npos) {
+    uint64_t len = 0;
+    if (!parse_u64(v.substr(slash + 1), &len) || len > (want_v4 ? 32u : 128u)) return false;
+    out->prefix_len = static_cast<uint8_t>(len);
+  }
+  return true;
+}
+}  // namespace
+
+bool IpPrefix::ipv4() const {
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(addr.data(), kMapped, 12) == 0;
+}
+
+bool parse_mac(const std::string& s, Mac* out) {
+  unsigned v[6];
+  char tail;
+  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                  &tail) != 6) {
+    return false;
+  }
+  for (int i = 0; i < 6; ++i) (*out)[static_cast<size_t>(i)] = static_cast<uint8_t>(v[i]);
+  return true;
+}
+
+bool parse_ip(const std::string& s, Gid* out, bool* is_v4) {
+  in_addr a4;
+  in6_addr a6;
+  if (inet_pton(AF_INET, s.c_str(), &a4) == 1) {
+    *out = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    std::memcpy(out->data() + 12, &a4, 4);
+    *is_v4 = true;
+    return true;
+  }
+  if (inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
+    std::memcpy(out->data(), &a6, 16);
+    *is_v4 = false;
+    return true;
+  }
+  return false;
+}
+
+std::string format_gid(const Gid& g) {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, g.data(), buf, sizeof buf);
+  return buf;
+}
+
+std::string format_mac(const Mac& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
+                m[5]);
+  return buf;
+}
+
+std::vector<Gid> DeviceConfig::gid_table(const Mac& m) const {
+  // GID 0: the IPv6 link-local address from the MAC (modified EUI-64, RFC 4291 appendix A),
+  // as rxe exposes for its netdev; GID 1: the first IPv4 address; then the rest.
+  std::vector<Gid> t;
+  Gid ll{0xfe, 0x80, 0,    0,    0,    0,    0,   0, static_cast<uint8_t>(m[0] ^ 0x02),
+         m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]};
+  t.push_back(ll);
+  for (const auto& p : ipv4) t.push_back(p.addr);
+  for (const auto& p : ipv6) {
+    if (p.addr != ll) t.push_back(p.addr);
+  }
+  return t;
+}
+
+bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string& value_in,
+                   std::string* err) {
+  const std::string key = trim(key_in);
+  const std::string v = trim(value_in);
+  uint64_t n = 0;
+  if (key == "name") {
+    if (v.empty() || v.size() > 63 || v.find_first_of(" /\t") != std::string::npos) {
+      return bad(err, key, v, "a device name (1-63 characters, no spaces or '/')");
+    }
+    c.name = v;
+  } else if (key == "port") {
+    if (v.empty()) return bad(err, key, v, "a DPDK device (e.g. net_af_packet0,iface=veth0)");
+    c.port = v;
+  } else if (key == "mac") {
+    Mac m;
+    if (!parse_mac(v, &m)) return bad(err, key, v, "a MAC address like 02:00:00:00:00:01");
+    if (m[0] & 1) return bad(err, key, v, "a unicast MAC address");
+    c.mac = m;
+  } else if (key == "ipv4") {
+    IpPrefix p;
+    if (!parse_prefix(v, true, &p)) return bad(err, key, v, "an IPv4 address[/prefix]");
+    c.ipv4.push_back(p);
+  } else if (key == "ipv6") {
+    IpPrefix p;
+    if (!parse_prefix(v, false, &p)) return bad(err, key, v, "an IPv6 address[/prefix]");
+    c.ipv6.push_back(p);
+  } else if (key == "mtu") {
+    if (!parse_u64(v, &n) || n < 576 || n > 9000) return bad(err, key, v, "an MTU in 576..9000");
+    c.mtu = static_cast<uint32_t>(n);
+  } else if (key == "ecn") {
+    if (!parse_bool(v, &c.ecn)) return bad(err, key, v, "on or off");
+  } else if (key == "vlan") {
+    if (!parse_u64(v, &n) || n < 1 || n > 4094) return bad(err, key, v, "a VLAN id in 1..4094");
+    c.vlan = static_cast<uint16_t>(n);
+  } else if (key == "pcp") {
+    if (!parse_u64(v, &n) || n > 7) return bad(err, key, v, "a priority in 0..7");
+    c.pcp = static_cast<uint8_t>(n);
+  } else if (key == "neighbor") {
+    // "IP MAC"
+    std::istringstream ss(v);
+    std::string ip, mac;
+    ss >> ip >> mac;
+    StaticNeighbor nb;
+    bool v4;
+    if (!parse_ip(ip, &nb.ip, &v4) || !parse_mac(mac, &nb.mac)) {
+      return bad(err, key, v, "'IP MAC' (e.g. 10.0.0.2 02:00:00:00:00:02)");
+    }
+    c.neighbors.push_back(nb);
+  } else if (key == "pcap") {
+    if (v.empty()) return bad(err, key, v, "a file name");
+    c.pcap = v;
+  } else if (key == "drop") {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || d < 0 || d >= 1) return bad(err, key, v, "a fraction in [0, 1)");
+    c.drop = d;
+  } else if (key == "fault_seed") {
+    if (!parse_u64(v, &n)) return bad(err, key, v, "a number");
+    c.fault_seed = n;
+  } else if (key == "mode") {
+    if (v == "thread") {
+      c.inline_mode = false;
+    } else if (v == "inline") {
+      c.inline_mode = true;
+    } else {
+      return bad(err, key, v, "thread or inline");
+    }
+  } else if (key == "cpu") {
+    if (!parse_u64(v, &n) || n > 4095) return bad(err, key, v, "a CPU number");
+    c.cpu = static_cast<int>(n);
+  } else if (key == "idle_sleep_us") {
+    if (!parse_u64(v, &n) || n < 1 || n > 1'000'000) {
+      return bad(err, key, v, "microseconds in 1..1000000");
+    }
+    c.idle_sleep_us = n;
+  } else if (key == "buffers") {
+    if (!parse_u64(v, &n) || n < 1024 || n > (1u << 20)) return bad(err, key, v, "1024..1048576");
+    c.buffers = static_cast<uint32_t>(n);
+  } else if (key == "eal") {
+    std::istringstream ss(v);
+    std::string a;
+    while (ss >> a) c.eal_args.push_back(a);
+  } else {
+    *err = "unknown setting '" + key +
+           "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, drop, "
+           "fault_seed, mode, cpu, idle_sleep_us, buffers, eal)";
+    return false;
+  }
+  return true;
+}
+
+bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, std::string* err) {
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  DeviceConfig* cur = nullptr;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    const std::string where = "line " + std::to_string(lineno) + ": ";
+    if (line.front() == '[') {
+      if (line.back() != ']' || line.rfind("[device", 0) != 0) {
+        *err = where + "expected [device NAME]";
+        return false;
+      }
+      out->emplace_back();
+      cur = &out->back();
+      const std::string name = trim(line.substr(7, line.size() - 8));
+      if (!name.empty() && !apply_setting(*cur, "name", name, err)) {
+        *err = where + *err;
+        return false;
+      }
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) {
+      *err = where + "expected key = value";
+      return false;
+    }
+    if (!cur) {
+      out->emplace_back();
+      cur = &out->back();
+    }
+    if (!apply_setting(*cur, line.substr(0, eq), line.substr(eq + 1), err)) {
+      *err = where + *err;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parse_device_string(const std::string& spec, DeviceConfig* cfg, std::string* err) {
+  std::istringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    if (trim(item).empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      *err = "'" + trim(item) + "' is not key=value";
+      return false;
+    }
+    if (!apply_setting(*cfg, item.substr(0, eq), item.substr(eq + 1), err)) return false;
+  }
+  return true;
+}
+
+bool devices_from_env(std::vector<DeviceConfig>* out, std::string* err) {
+  if (const char* path = std::getenv("ROCE_CONFIG"); path && *path) {
+    std::ifstream f(path);
+    if (!f) {
+      *err = std::string("ROCE_CONFIG: cannot read '") + path + "'";
+      return false;
+    }
+    std::stringstream buf;
+    buf << f.rdbuf();
+    if (!parse_config_text(buf.str(), out, err)) {
+      *err = std::string("ROCE_CONFIG ") + path + ": " + *err;
+      return false;
+    }
+  }
+  if (const char* dev = std::getenv("ROCE_DEVICE"); dev && *dev) {
+    if (out->empty()) out->emplace_back();
+    if (!parse_device_string(dev, &out->front(), err)) {
+      *err = "ROCE_DEVICE: " + *err;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool validate(const DeviceConfig& c, std::string* err) {
+  if (c.port.empty()) {
+    *err = c.name + ": no port given (port = a DPDK device, e.g. net_af_packet0,iface=veth0)";
+    return false;
+  }
+  if (c.ipv4.empty() && c.ipv6.empty()) {
+    *err = c.name + ": no address given (ipv4 = ... and/or ipv6 = ...)";
+    return false;
+  }
+  if (c.pcp && !c.vlan) {
+    *err = c.name + ": pcp needs a vlan (priority travels in the 802.1Q tag)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace roce

@@ -1,0 +1,78 @@
+// Fault injection at the port: a PacketIo that wraps another and drops a seeded fraction of the
+// frames received and of those sent, as a lossy link would. The stack's own loss test on real
+// devices (veth, rxe peers): go-back-N must recover, data must still verify.
+#pragma once
+
+#include <cstdint>
+
+#include "stack/io/packet_io.h"
+#include "stack/util/rng.h"
+
+namespace roce {
+
+struct FaultCounters {
+  uint64_t rx_dropped = 0;
+  uint64_t tx_dropped = 0;
+};
+
+class FaultIo final : public PacketIo {
+ public:
+  FaultIo(PacketIo* inner, double rx_drop, double tx_drop, uint64_t seed)
+      : inner_(inner), rx_drop_(rx_drop), tx_drop_(tx_drop), rng_(seed) {}
+
+  uint16_t rx_burst(PktBuf* bufs, uint16_t n) override {
+    const uint16_t got = inner_->rx_burst(bufs, n);
+    uint16_t keep = 0;
+    for (uint16_t i = 0; i < got; ++i) {
+      if (rng_.chance(rx_drop_)) {
+        ++ctr_.rx_dropped;
+        inner_->free(&bufs[i], 1);
+      } else {
+        bufs[keep++] = bufs[i];
+      }
+    }
+    return keep;
+  }
+  // A dropped frame counts as sent: the engine hands it over and forgets it, as a NIC would.
+  uint16_t tx_burst(PktBuf* bufs, uint16_t n) override {
+    uint16_t i = 0;
+    while (i < n) {
+      if (rng_.chance(tx_drop_)) {
+        ++ctr_.tx_dropped;
+        inner_->free(&bufs[i], 1);
+        ++i;
+        continue;
+      }
+      // Send the run of kept frames up to the next drop decision point.
+      uint16_t j = i + 1;
+      while (j < n && !(tx_drop_ > 0 && peek_drop())) ++j;
+      const uint16_t k = inner_->tx_burst(bufs + i, static_cast<uint16_t>(j - i));
+      i = static_cast<uint16_t>(i + k);
+      if (i < j) return i;  // the port is full: the rest stays with the caller
+    }
+    return n;
+  }
+  uint16_t alloc(PktBuf* bufs, uint16_t n) override { return inner_->alloc(bufs, n); }
+  void free(PktBuf* bufs, uint16_t n) override { inner_->free(bufs, n); }
+  uint32_t max_frame_len() const override { return inner_->max_frame_len(); }
+  const FaultCounters& counters() const { return ctr_; }
+
+ private:
+  // Decides (and remembers) whether the next frame is dropped, so runs can be sent in bulk.
+  bool peek_drop() {
+    if (!peeked_) {
+      next_drop_ = rng_.chance(tx_drop_);
+      peeked_ = true;
+    }
+    return next_drop_;
+  }
+  PacketIo* inner_;
+  double rx_drop_;
+  double tx_drop_;
+  Rng rng_;
+  FaultCounters ctr_;
+  bool peeked_ = false;
+  bool next_drop_ = false;
+};
+
+}  // namespace roce
