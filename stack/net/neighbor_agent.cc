@@ -635,7 +635,7 @@ void NeighborAgent::learn(const Gid& ip, const Mac& mac, bool create, bool overr
       return;
     }
     e = &table_.want(ip);
-  } else if (e->state == NeighborTable::State::kFailed) {
+  } else if (e->state == NeighborTable::State::kStatic) {
     return;  // configured entries win over anything the wire says
   } else if (e->state == NeighborTable::State::kReachable && e->mac != mac && !override_mac) {
     return;  // RFC 4861 7.2.5: a non-override advertisement does not replace a known address

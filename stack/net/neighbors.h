@@ -1,5 +1,5 @@
 // The neighbour table: IP (as a GID) -> MAC. Entries are static (configured) or learned (ARP /
-// neighbour advertisement replies, stack/net/neighbor_proto.*). Looked up on the control path
+// neighbour advertisement replies, stack/net/neighbor_agent.*). Looked up on the control path
 // (QP to RTR, AH creation) and when a resolution completes, never per data packet: a QP caches
 // its destination MAC in its path headers.
 #pragma once
@@ -45,9 +45,17 @@ class NeighborTable {
     }
     return nullptr;
   }
-  // Ensures an entry exists (incomplete if new); returns it.
+  // Ensures an entry exists (incomplete if new, or if an earlier resolution failed: a new
+  // user of the address asks again); returns it.
   Entry& want(const Gid& ip) {
-    if (Entry* e = find(ip)) return *e;
+    if (Entry* e = find(ip)) {
+      if (e->state == State::kFailed) {
+        e->state = State::kIncomplete;
+        e->probes = 0;
+        e->next_probe_ns = 0;
+      }
+      return *e;
+    }
     entries_.push_back(Entry{ip, {}, State::kIncomplete, 0, 0});
     return entries_.back();
   }
