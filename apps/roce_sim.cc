@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/roce_sim_scenario.h"
 #include "stack/sim/workload.h"
 #include "stack/util/rng.h"
 
@@ -88,7 +89,42 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "Path MTU: 256, 512, 1024, 2048 or 4096 (default: per seed)")
       ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}));
   app.add_flag("-v,--verbose", verbose, "One line per seed, passing or not");
+  roce::apps::ScenarioOptions sc;
+  auto* scen = app.add_option("--scenario", sc.scenario,
+                              "Congestion-control scenario instead of seeds: fairness, incast or "
+                              "joinleave (see docs/dcqcn.md)");
+  app.add_option("--flows", sc.flows, "Scenario: flow counts, e.g. 2,4,8,16")
+      ->capture_default_str();
+  app.add_option("--profile", sc.profile, "Scenario: DCQCN profile paper, connectx or none")
+      ->capture_default_str();
+  app.add_option("--cc", sc.cc, "Scenario: DCQCN parameter overrides, e.g. rai_mbps=10,g=0.01");
+  app.add_option("--link-gbps", sc.link_gbps, "Scenario: link and bottleneck rate")
+      ->check(CLI::Range(0.1, 1000.0))
+      ->capture_default_str();
+  app.add_option("--buffer", sc.buffer_bytes, "Scenario: bottleneck buffer in bytes")
+      ->check(CLI::Range(10'000ull, 1'000'000'000ull))
+      ->capture_default_str();
+  app.add_option("--kmin", sc.kmin_bytes, "Scenario: RED/ECN Kmin in bytes")->capture_default_str();
+  app.add_option("--kmax", sc.kmax_bytes, "Scenario: RED/ECN Kmax in bytes")->capture_default_str();
+  app.add_option("--pmax", sc.pmax, "Scenario: RED/ECN marking probability at Kmax")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--duration-ms", sc.duration_ms, "Scenario: fairness run length")
+      ->check(CLI::Range(1ull, 100'000ull))
+      ->capture_default_str();
+  app.add_option("--join-interval-ms", sc.join_interval_ms, "Scenario: joinleave phase length");
+  app.add_option("--incast-bytes", sc.incast_bytes, "Scenario: each incast sender's WRITE")
+      ->check(CLI::Range(1u, 1u << 30))
+      ->capture_default_str();
+  app.add_option("--scenario-seed", sc.seed, "Scenario: random seed (ECN marking)");
+  app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
+               "Scenario: mark CE at enqueue instead of dequeue");
+  app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
   CLI11_PARSE(app, argc, argv);
+  if (*scen) {
+    if (mtu) sc.mtu = mtu;
+    return roce::apps::run_scenarios(sc);
+  }
 
   uint64_t first = 0, last = 0;
   if (!parse_range(seeds, &first, &last)) {

@@ -44,8 +44,8 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   d->wall_offset_ns_ = wall_minus_monotonic();
 
   PacketIo* io = d->port_.get();
-  if (cfg.drop > 0) {
-    d->faults_ = std::make_unique<FaultIo>(io, cfg.drop, cfg.drop, cfg.fault_seed);
+  if (cfg.drop > 0 || cfg.ce > 0) {
+    d->faults_ = std::make_unique<FaultIo>(io, cfg.drop, cfg.drop, cfg.fault_seed, cfg.ce);
     io = d->faults_.get();
   }
 
@@ -58,6 +58,16 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   }
   std::random_device rd;
   ec.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  // Congestion control: the line rate is the link's; ECT marking with DCQCN or ecn = on.
+  const double line_gbps = 100;  // DPDK virtual devices report no speed we could trust
+  ec.dcqcn = cfg.cc_profile == "connectx" ? cc::DcqcnParams::connectx(line_gbps)
+                                          : cc::DcqcnParams::paper(line_gbps);
+  if (!cfg.cc_params.empty() && !ec.dcqcn.parse(cfg.cc_params, err)) {
+    *err = cfg.name + ": cc_params: " + *err;
+    return nullptr;
+  }
+  ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;
+  ec.ecn_mark = cfg.ecn;
   d->engine_ = std::make_unique<Engine>(ec, io, &d->clock_);
   for (const auto& n : cfg.neighbors) d->engine_->neighbors().add_static(n.ip, n.mac);
 
@@ -151,9 +161,10 @@ std::string Device::counters_text() {
       s += buf;
     }
     if (faults_) {
-      std::snprintf(buf, sizeof buf, "fault injection: dropped rx %llu tx %llu\n",
+      std::snprintf(buf, sizeof buf, "fault injection: dropped rx %llu tx %llu, CE marked %llu\n",
                     (unsigned long long)faults_->counters().rx_dropped,
-                    (unsigned long long)faults_->counters().tx_dropped);
+                    (unsigned long long)faults_->counters().tx_dropped,
+                    (unsigned long long)faults_->counters().tx_ce_marked);
       s += buf;
     }
     const NeighborCounters& n = agent_->counters();

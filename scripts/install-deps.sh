@@ -12,11 +12,12 @@ pkgs=(
   dpdk dpdk-dev libdpdk-dev
   libibverbs-dev ibverbs-utils rdma-core
   clang clang-format libclang-rt-14-dev llvm
-  tshark python3 python3-scapy
+  tshark python3 python3-scapy gnuplot-nox perftest
   iproute2 iputils-ping procps valgrind
+  libbsd-dev libnuma-dev librdmacm1
 )
 if [[ "${1:-}" == "--interop" ]]; then
-  pkgs+=(qemu-system-x86 busybox-static cpio kmod perftest)
+  pkgs+=(qemu-system-x86 busybox-static cpio kmod)
 fi
 
 missing=()

@@ -177,6 +177,19 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     const double d = std::strtod(v.c_str(), &end);
     if (v.empty() || *end || d < 0 || d >= 1) return bad(err, key, v, "a fraction in [0, 1)");
     c.drop = d;
+  } else if (key == "ce") {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || d < 0 || d > 1) return bad(err, key, v, "a fraction in [0, 1]");
+    c.ce = d;
+  } else if (key == "cc") {
+    if (v != "none" && v != "dcqcn") return bad(err, key, v, "none or dcqcn");
+    c.cc = v;
+  } else if (key == "cc_profile") {
+    if (v != "paper" && v != "connectx") return bad(err, key, v, "paper or connectx");
+    c.cc_profile = v;
+  } else if (key == "cc_params") {
+    c.cc_params = v;  // checked when the device opens (the line rate is known then)
   } else if (key == "fault_seed") {
     if (!parse_u64(v, &n)) return bad(err, key, v, "a number");
     c.fault_seed = n;
@@ -205,8 +218,8 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     while (ss >> a) c.eal_args.push_back(a);
   } else {
     *err = "unknown setting '" + key +
-           "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, drop, "
-           "fault_seed, mode, cpu, idle_sleep_us, buffers, eal)";
+           "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, drop, ce, cc, "
+           "cc_profile, cc_params, fault_seed, mode, cpu, idle_sleep_us, buffers, eal)";
     return false;
   }
   return true;

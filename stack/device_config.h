@@ -45,8 +45,12 @@ struct DeviceConfig {
   std::optional<uint16_t> vlan;  // 802.1Q VLAN id
   uint8_t pcp = 0;               // 802.1Q priority (only with a VLAN)
   std::vector<StaticNeighbor> neighbors;
-  std::string pcap;  // capture every RoCE frame sent and received to this file
-  double drop = 0;   // fault injection: drop this fraction of frames received and sent
+  std::string pcap;         // capture every RoCE frame sent and received to this file
+  double drop = 0;          // fault injection: drop this fraction of frames received and sent
+  double ce = 0;            // fault injection: mark this fraction of the ECT frames sent CE
+  std::string cc = "none";  // congestion control of new QPs: none | dcqcn
+  std::string cc_profile = "paper";  // DCQCN parameters: paper | connectx
+  std::string cc_params;             // DCQCN overrides, "key=value,..." (stack/cc/dcqcn.h)
   uint64_t fault_seed = 1;
   bool inline_mode = false;           // the application's polling drives the engine (no thread)
   int cpu = -1;                       // pin the engine thread

@@ -43,6 +43,11 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "tx_backpressure", c.tx_backpressure);
   add(out, "cq_overflow", c.cq_overflow);
   add(out, "neighbor_wait", c.neighbor_wait);
+  add(out, "rx_ce (CE-marked)", c.rx_ce);
+  add(out, "cnps_sent", c.cnps_sent);
+  add(out, "cnps_received", c.cnps_received);
+  add(out, "cnps_ignored", c.cnps_ignored);
+  add(out, "paced (pacer waits)", c.paced);
   e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
   return out;
 }
@@ -72,6 +77,17 @@ std::string format_qp_counters(const Qp& q) {
   add(out, "atomics_executed", c.atomics_executed);
   add(out, "cnps_sent", c.cnps_sent);
   add(out, "cnps_received", c.cnps_received);
+  if (q.cc_.kind == CcKind::kDcqcn) {
+    const auto& rc = q.cc_.rp.counters();
+    add(out, "dcqcn rate cuts", rc.rate_cuts);
+    add(out, "dcqcn fast recovery", rc.fast_recovery);
+    add(out, "dcqcn additive increase", rc.additive_increase);
+    add(out, "dcqcn hyper increase", rc.hyper_increase);
+    char rate[96];
+    std::snprintf(rate, sizeof rate, "  %-28s %.3f Gb/s (target %.3f, alpha %.4f)\n",
+                  "dcqcn rate", q.cc_.rp.rate_gbps(), q.cc_.rp.target_gbps(), q.cc_.rp.alpha());
+    out += rate;
+  }
   return out;
 }
 

@@ -122,6 +122,13 @@ void Engine::fire_timer(TimerNode& t) {
     case kTimerRnr:
       comp_rnr_expired(*q);
       break;
+    case kTimerPace:
+      schedule_req(*q);
+      schedule_resp(*q);
+      break;
+    case kTimerCc:
+      cc_timer(*q);
+      break;
     default:
       break;
   }
@@ -224,9 +231,16 @@ void Engine::handle_rx(const PktBuf& b) {
   if (tap_) tap_(tap_ctx_, b.data, b.len, false, now_);
 
   const OpcodeInfo& op = *info.op;
+  const bool ce = info.ecn() == wire::Ecn::kCe;
+  if (ce) ++ctr_.rx_ce;
   if (op.transport == wire::Transport::kCnp) {
+    ++ctr_.cnps_received;
     Qp* q = qp(info.dest_qp);
-    if (q) ++q->counters_.cnps_received;  // rate control: the congestion-control policy
+    if (q && q->type() == QpType::kRc && q->attr_.qp_state != QpState::kErr) {
+      cc_on_cnp(*q);
+    } else {
+      ++ctr_.cnps_ignored;
+    }
     return;
   }
   Qp* q = qp(info.dest_qp);
@@ -263,6 +277,7 @@ void Engine::handle_rx(const PktBuf& b) {
   }
   ++q->counters_.rx_packets;
   q->counters_.rx_bytes += b.len;
+  if (ce) cc_on_ce(*q);
   if (op.flags & wire::kOpRequest) {
     resp_handle(*q, info);
   } else if (st != QpState::kRtr) {

@@ -51,6 +51,11 @@ struct EngineConfig {
   uint32_t ack_req_every = 64;
   bool verify_icrc = true;
   uint64_t seed = 0;  // key generation; 0 = from std::random_device
+  // Congestion control for QPs that do not choose (QpInitAttr::cc), and its parameters.
+  CcKind default_cc = CcKind::kNone;
+  cc::DcqcnParams dcqcn = cc::DcqcnParams::paper(100.0);
+  // Mark data packets ECN-capable (ECT) even without DCQCN (DCQCN QPs always mark).
+  bool ecn_mark = false;
 };
 
 // Why received frames were dropped (per engine).
@@ -75,6 +80,11 @@ struct EngineCounters {
   uint64_t ud_no_recv = 0;
   uint64_t ud_too_long = 0;
   uint64_t neighbor_wait = 0;  // sends held while a destination MAC resolves
+  uint64_t rx_ce = 0;          // CE-marked RoCE packets received
+  uint64_t cnps_sent = 0;
+  uint64_t cnps_received = 0;
+  uint64_t cnps_ignored = 0;   // for unknown QPs or QPs without DCQCN
+  uint64_t paced = 0;          // times a QP waited for its pacer
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -202,6 +212,15 @@ class Engine {
   void qp_error(Qp& qp);
   void flush_qp(Qp& qp);
 
+  // congestion.cc
+  void cc_setup(Qp& qp);  // at RTS: starts the RP
+  bool cc_may_send(Qp& qp);  // false: the pacer holds the QP (a timer wakes it)
+  void cc_on_sent(Qp& qp, uint32_t frame_len);
+  void cc_on_ce(Qp& qp);  // a CE-marked packet arrived for this QP
+  void cc_on_cnp(Qp& qp);
+  void cc_timer(Qp& qp);
+  void send_cnp(Qp& qp);
+
   // requester.cc
   bool req_step(Qp& qp, uint32_t budget);  // true while the QP has more to send
   bool req_can_start(Qp& qp, const SendWqe& w);
@@ -281,6 +300,6 @@ class Engine {
 };
 
 // Timer kinds (TimerNode::kind).
-enum TimerKind : uint8_t { kTimerRetransmit = 1, kTimerRnr = 2 };
+enum TimerKind : uint8_t { kTimerRetransmit = 1, kTimerRnr = 2, kTimerPace = 3, kTimerCc = 4 };
 
 }  // namespace roce

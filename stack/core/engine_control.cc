@@ -277,6 +277,11 @@ Qp* Engine::create_qp(const QpInitAttr& init, int* err) {
   }
   qp->snd_.retransmit.kind = kTimerRetransmit;
   qp->snd_.rnr.kind = kTimerRnr;
+  qp->cc_.pace.owner = qp->cc_.timer.owner = qpn;
+  qp->cc_.pace.kind = kTimerPace;
+  qp->cc_.timer.kind = kTimerCc;
+  qp->cc_.kind = init.cc == CcKind::kEngineDefault ? cfg_.default_cc : init.cc;
+  if (init.type != QpType::kRc) qp->cc_.kind = CcKind::kNone;  // rate control for RC only
   qp->attr_.cap = qp->init_.cap;
   ++pd_users_[init.pd];
   qps_[qpn] = std::move(qp);
@@ -303,6 +308,8 @@ int Engine::destroy_qp(Qp* qp) {
   if (!qp || qp->qpn() >= qps_.size() || qps_[qp->qpn()].get() != qp) return EINVAL;
   timers_.cancel(qp->snd_.retransmit);
   timers_.cancel(qp->snd_.rnr);
+  timers_.cancel(qp->cc_.pace);
+  timers_.cancel(qp->cc_.timer);
   if (qp->snd_.active) unlink_from(req_head_, req_tail_, qp, &Qp::next_req_);
   if (qp->rcv_.active) unlink_from(resp_head_, resp_tail_, qp, &Qp::next_resp_);
   --pd_users_[qp->init_.pd];
@@ -453,6 +460,8 @@ void Engine::set_state(Qp& qp, QpState s) {
 void Engine::reset_qp_state(Qp& qp) {
   timers_.cancel(qp.snd_.retransmit);
   timers_.cancel(qp.snd_.rnr);
+  timers_.cancel(qp.cc_.pace);
+  timers_.cancel(qp.cc_.timer);
   // Drop queued work without completions (IBA 10.3.1: RESET empties the queues).
   const uint32_t sq_prod = qp.sq_.prod_acquire();
   qp.sq_.retire(sq_prod);
@@ -497,6 +506,12 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->path_ = new_path;
     qp->path_ready_ = path_ready;
     qp->l2l4_len_ = wire::l2l4_header_len(new_path);
+    // ECN bits are the stack's, not the application's: data packets ECT(0)/(1) when marking,
+    // ACKs, NAKs and CNPs not ECN-capable (DCQCN marks data only).
+    qp->ctrl_tclass_ = static_cast<uint8_t>(a.ah_attr.traffic_class & ~3u);
+    const bool mark = qp->cc_.kind == CcKind::kDcqcn || cfg_.ecn_mark;
+    qp->data_tclass_ = static_cast<uint8_t>(
+        qp->ctrl_tclass_ | (mark ? static_cast<uint8_t>(cfg_.dcqcn.ecn) : 0));
   }
   if (mask & kQpPathMtu) {
     s.path_mtu = a.path_mtu;
@@ -534,6 +549,7 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     case QpState::kRts:
       if (cur == QpState::kRtr) {
         qp->snd_.psn = qp->snd_.comp_psn = qp->snd_.max_psn = s.sq_psn;
+        cc_setup(*qp);
       }
       qp->snd_.retry_left = s.retry_cnt;
       qp->snd_.rnr_retry_left = s.rnr_retry;
@@ -571,6 +587,8 @@ void Engine::qp_error(Qp& qp) {
   set_state(qp, QpState::kErr);
   timers_.cancel(qp.snd_.retransmit);
   timers_.cancel(qp.snd_.rnr);
+  timers_.cancel(qp.cc_.pace);
+  timers_.cancel(qp.cc_.timer);
   flush_qp(qp);
 }
 

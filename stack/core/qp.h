@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "stack/cc/dcqcn.h"
 #include "stack/core/queues.h"
 #include "stack/core/types.h"
 #include "stack/util/doorbell.h"
@@ -17,8 +18,13 @@
 
 namespace roce {
 
+// Congestion control of a QP, chosen when it is created (IBA leaves it to the implementation;
+// RoCE NICs run DCQCN per QP).
+enum class CcKind : uint8_t { kEngineDefault, kNone, kDcqcn };
+
 struct QpInitAttr {
   QpType type = QpType::kRc;
+  CcKind cc = CcKind::kEngineDefault;
   uint32_t pd = 0;
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
@@ -169,6 +175,18 @@ class Qp {
     bool active = false;  // on the engine's responder list
     RecvWqe* wqe() { return reinterpret_cast<RecvWqe*>(wqe_buf.get()); }
   } rcv_;
+
+  // Congestion control: the reaction point paces what this QP sends (requests, READ
+  // responses); the notification point turns CE marks on what it receives into CNPs.
+  struct Cc {
+    CcKind kind = CcKind::kNone;
+    cc::DcqcnRp rp;
+    cc::DcqcnNp np;
+    TimerNode pace{};   // the pacer allows the next packet
+    TimerNode timer{};  // the RP's rate-increase / deferred-cut timer
+  } cc_;
+  uint8_t data_tclass_ = 0;  // traffic class of data packets (ECT when marking)
+  uint8_t ctrl_tclass_ = 0;  // of ACKs, NAKs and CNPs
 
   // Intrusive links for the engine's schedule lists.
   Qp* next_req_ = nullptr;

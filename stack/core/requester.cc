@@ -169,6 +169,7 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
 }
 
 bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
+  if (!cc_may_send(qp)) return false;
   PktBuf* b = tx_buf();
   if (!b) return false;
   auto& s = qp.snd_;
@@ -236,7 +237,9 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
     comp_progress(qp);
     return false;
   }
+  qp.path_.traffic_class = qp.data_tclass_;
   finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+  cc_on_sent(qp, b->len);
 
   const bool retransmit = psn_diff(s.psn, s.max_psn) < 0;
   if (retransmit) ++qp.counters_.retransmitted_packets;

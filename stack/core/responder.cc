@@ -73,6 +73,7 @@ void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status
       ext.aeth.syndrome = static_cast<uint8_t>(code);
       ext.aeth.msn.set(qp.rcv_.msn);
       const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(op::kRcAck).transport_hdr_len();
+      qp.path_.traffic_class = qp.ctrl_tclass_;
       finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
     }
   }
@@ -450,6 +451,8 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
   if (!qp.path_ready_) return false;
   while (budget && tx_room() && r.out_head != r.out_tail) {
     RespOut& e = r.out[r.out_head % Qp::Recv::kOutSize];
+    // READ responses are data: the rate limit applies (ACKs are never held).
+    if (e.kind == RespOut::kRead && !cc_may_send(qp)) return false;
     PktBuf* b = tx_buf();
     if (!b) return true;
     wire::BthFields bth;
@@ -492,7 +495,9 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
     const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
     uint8_t* payload = begin_frame(b, hdr);
     if (pay) std::memcpy(payload, src, pay);
+    qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
     finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    if (e.kind == RespOut::kRead) cc_on_sent(qp, b->len);
     if (e.kind == RespOut::kRead) {
       e.psn = psn_add(e.psn, 1);
       e.va += pay;

@@ -1,24 +1,27 @@
 // Fault injection at the port: a PacketIo that wraps another and drops a seeded fraction of the
-// frames received and of those sent, as a lossy link would. The stack's own loss test on real
-// devices (veth, rxe peers): go-back-N must recover, data must still verify.
+// frames received and of those sent, as a lossy link would, and can mark a fraction of the
+// ECN-capable frames it sends CE, as a congested switch on the path would. The stack's own loss
+// and congestion tests on real devices (veth, rxe peers).
 #pragma once
 
 #include <cstdint>
 
 #include "stack/io/packet_io.h"
 #include "stack/util/rng.h"
+#include "stack/wire/parser.h"
 
 namespace roce {
 
 struct FaultCounters {
   uint64_t rx_dropped = 0;
   uint64_t tx_dropped = 0;
+  uint64_t tx_ce_marked = 0;
 };
 
 class FaultIo final : public PacketIo {
  public:
-  FaultIo(PacketIo* inner, double rx_drop, double tx_drop, uint64_t seed)
-      : inner_(inner), rx_drop_(rx_drop), tx_drop_(tx_drop), rng_(seed) {}
+  FaultIo(PacketIo* inner, double rx_drop, double tx_drop, uint64_t seed, double tx_ce = 0)
+      : inner_(inner), rx_drop_(rx_drop), tx_drop_(tx_drop), tx_ce_(tx_ce), rng_(seed) {}
 
   uint16_t rx_burst(PktBuf* bufs, uint16_t n) override {
     const uint16_t got = inner_->rx_burst(bufs, n);
@@ -35,6 +38,11 @@ class FaultIo final : public PacketIo {
   }
   // A dropped frame counts as sent: the engine hands it over and forgets it, as a NIC would.
   uint16_t tx_burst(PktBuf* bufs, uint16_t n) override {
+    if (tx_ce_ > 0) {
+      for (uint16_t k = 0; k < n; ++k) {
+        if (rng_.chance(tx_ce_) && wire::mark_ce(bufs[k].data, bufs[k].len)) ++ctr_.tx_ce_marked;
+      }
+    }
     uint16_t i = 0;
     while (i < n) {
       if (rng_.chance(tx_drop_)) {
@@ -69,6 +77,7 @@ class FaultIo final : public PacketIo {
   PacketIo* inner_;
   double rx_drop_;
   double tx_drop_;
+  double tx_ce_;
   Rng rng_;
   FaultCounters ctr_;
   bool peeked_ = false;

@@ -18,29 +18,6 @@ uint64_t serialisation_ns(uint32_t bytes, double gbps) {
   return static_cast<uint64_t>((bytes + 24) * 8 / gbps);
 }
 
-// Marks CE on an ECT frame (IPv4 TOS / IPv6 traffic class; fixes the IPv4 checksum).
-// Returns true if it marked.
-bool mark_ce(uint8_t* frame, uint32_t len) {
-  wire::PacketInfo info;
-  const auto err =
-      wire::parse_frame(frame, len, info, {.verify_icrc = false, .verify_ipv4_checksum = false});
-  if (err != wire::ParseError::kOk && err != wire::ParseError::kNotUdp &&
-      err != wire::ParseError::kWrongUdpPort) {
-    return false;
-  }
-  if (info.ecn() == wire::Ecn::kNotEct || info.ecn() == wire::Ecn::kCe) return false;
-  uint8_t* ip = frame + info.l3_off;
-  if (info.family == wire::IpFamily::kIpv4) {
-    ip[1] |= 0x03;
-    ip[10] = ip[11] = 0;
-    const uint16_t c = static_cast<uint16_t>(~wire::ipv4_header_checksum(ip));
-    ip[10] = static_cast<uint8_t>(c >> 8);
-    ip[11] = static_cast<uint8_t>(c);
-  } else {
-    ip[1] |= 0x30;  // traffic class low bits live in the top nibble of byte 1
-  }
-  return true;
-}
 }  // namespace
 
 SimNetwork::SimNetwork(uint64_t seed, uint32_t max_buffers, uint32_t buffer_bytes)
@@ -165,21 +142,31 @@ void SimNetwork::at_switch(int src, PktBuf b) {
         put_buffer(f);
         continue;
       }
-      if (e.ecn_kmax_bytes > 0 && backlog > e.ecn_kmin_bytes) {
-        double p_mark = 1.0;
-        if (backlog < e.ecn_kmax_bytes) {
-          p_mark = e.ecn_pmax * static_cast<double>(backlog - e.ecn_kmin_bytes) /
-                   static_cast<double>(e.ecn_kmax_bytes - e.ecn_kmin_bytes);
-        }
-        if (rng_.chance(p_mark) && mark_ce(f.data, f.len)) ++out.stats_.ecn_marked;
-      }
+      if (!e.ecn_mark_on_dequeue) red_mark(out, f, backlog);
       out.stats_.max_queue_bytes = std::max(out.stats_.max_queue_bytes, backlog + f.len);
-      depart = std::max(now, out.egress_free_ns_) + serialisation_ns(f.len, e.rate_gbps);
+      const uint64_t start = std::max(now, out.egress_free_ns_);
+      depart = start + serialisation_ns(f.len, e.rate_gbps);
       out.egress_free_ns_ = depart;
+      if (e.ecn_mark_on_dequeue && e.ecn_kmax_bytes > 0) {
+        // The frame reaches the head of the queue at `start`: mark it then.
+        schedule(start, EventKind::kDequeue, out.index_, f);
+        continue;
+      }
     }
     schedule(depart + e.delay_ns, EventKind::kAtHost, out.index_, f);
   }
   if (bcast) put_buffer(b);
+}
+
+void SimNetwork::red_mark(SimPort& out, PktBuf& f, uint64_t backlog) {
+  const EgressConfig& e = out.egress_;
+  if (e.ecn_kmax_bytes == 0 || backlog <= e.ecn_kmin_bytes) return;
+  double p_mark = 1.0;
+  if (backlog < e.ecn_kmax_bytes) {
+    p_mark = e.ecn_pmax * static_cast<double>(backlog - e.ecn_kmin_bytes) /
+             static_cast<double>(e.ecn_kmax_bytes - e.ecn_kmin_bytes);
+  }
+  if (rng_.chance(p_mark) && wire::mark_ce(f.data, f.len)) ++out.stats_.ecn_marked;
 }
 
 uint64_t SimPort::queue_bytes() const {
@@ -202,6 +189,15 @@ bool SimNetwork::deliver_due() {
       case EventKind::kAtSwitch:
         at_switch(ev.port, ev.buf);
         break;
+      case EventKind::kDequeue: {
+        // At the head of the egress queue: what waits behind it decides the mark.
+        SimPort& out = *ports_[static_cast<size_t>(ev.port)];
+        const uint64_t backlog = out.queue_bytes();
+        red_mark(out, ev.buf, backlog > ev.buf.len ? backlog - ev.buf.len : 0);
+        const uint64_t depart = now + serialisation_ns(ev.buf.len, out.egress_.rate_gbps);
+        schedule(depart + out.egress_.delay_ns, EventKind::kAtHost, ev.port, ev.buf);
+        break;
+      }
       case EventKind::kAtHost: {
         SimPort& p = *ports_[static_cast<size_t>(ev.port)];
         ++p.stats_.rx_frames;

@@ -46,6 +46,10 @@ struct EgressConfig {
   uint64_t ecn_kmin_bytes = 0;
   uint64_t ecn_kmax_bytes = 0;
   double ecn_pmax = 0;
+  // Decide the mark when the frame leaves the queue (on the queue then behind it), as switch
+  // ASICs used with DCQCN do: feedback takes one round trip however deep the queue is. With
+  // enqueue marking the CE-marked frame first waits out the whole queue.
+  bool ecn_mark_on_dequeue = true;
 };
 
 struct PortStats {
@@ -91,11 +95,11 @@ class SimPort final : public PacketIo {
   EgressConfig egress_;
   PortStats stats_;
   std::deque<PktBuf> rx_;
-  uint64_t uplink_free_ns_ = 0;  // when the uplink finishes serialising what it has
+  uint64_t uplink_free_ns_ = 0;          // when the uplink finishes serialising what it has
   uint64_t uplink_last_arrival_ns_ = 0;  // FIFO: jitter delays frames but never reorders them
-  uint64_t egress_free_ns_ = 0;  // when the switch egress towards this port is idle
-  uint32_t tx_ring_ = 256;       // frames the host's uplink queue holds
-  uint32_t tx_in_flight_ = 0;    // frames accepted but not yet serialised
+  uint64_t egress_free_ns_ = 0;          // when the switch egress towards this port is idle
+  uint32_t tx_ring_ = 256;               // frames the host's uplink queue holds
+  uint32_t tx_in_flight_ = 0;            // frames accepted but not yet serialised
 };
 
 class SimNetwork {
@@ -135,7 +139,7 @@ class SimNetwork {
     uint8_t* data;
     uint32_t cap;
   };
-  enum class EventKind : uint8_t { kAtSwitch, kAtHost, kUplinkDone };
+  enum class EventKind : uint8_t { kAtSwitch, kAtHost, kUplinkDone, kDequeue };
   struct Event {
     uint64_t time;
     uint64_t seq;
@@ -150,6 +154,7 @@ class SimNetwork {
   void schedule(uint64_t time, EventKind kind, int port, const PktBuf& buf);
   void on_transmit(SimPort& src, PktBuf b);
   void at_switch(int src, PktBuf b);
+  void red_mark(SimPort& out, PktBuf& f, uint64_t backlog);
   bool deliver_due();
   PktBuf clone(const PktBuf& b);
 

@@ -29,6 +29,7 @@ class TimerWheel {
 
   void reset(uint64_t now_ns) {
     for (auto& s : slots_) s = nullptr;
+    for (auto& w : occupied_) w = 0;
     cur_tick_ = now_ns >> kTickShift;
     armed_ = 0;
     min_valid_ = false;
@@ -67,35 +68,52 @@ class TimerWheel {
     cur_tick_ = target;
     if (min_valid_ && min_tick_ <= target) min_valid_ = false;
     for (uint64_t t = first; t <= target && armed_ > 0; ++t) {
-      TimerNode* n = slots_[t & (kSlots - 1)];
-      slots_[t & (kSlots - 1)] = nullptr;
-      // Detached list: re-link the ones that are not due, fire the rest.
-      while (n) {
-        TimerNode* next = n->next;
-        n->next = n->prev = nullptr;
-        n->armed = false;
-        --armed_;
+      const uint64_t slot = t & (kSlots - 1);
+      // Pop nodes one at a time, each properly unlinked before its callback runs: a callback
+      // may arm or cancel any timer, including others still in this slot. Nodes due in a
+      // later revolution are set aside and linked back afterwards.
+      TimerNode* later = nullptr;
+      while (TimerNode* n = slots_[slot]) {
+        unlink(*n);
         if (n->expiry_tick <= target) {
           fire(*n);
         } else {
-          link(*n);
+          n->next = later;
+          later = n;
         }
-        n = next;
+      }
+      while (later) {
+        TimerNode* n = later;
+        later = n->next;
+        link(*n);
       }
     }
   }
 
-  // Earliest deadline among armed timers (ns), or UINT64_MAX if none. O(slots): for the
-  // simulator's "skip idle time", not for the datapath.
+  // Earliest deadline among armed timers (ns), or UINT64_MAX if none. For the simulator's
+  // "skip idle time" and idle sleeps, not for the datapath: it walks the occupied slots in time
+  // order from the current tick (a bitmap makes empty stretches cheap) and stops at the first
+  // slot holding a timer due within this revolution.
   uint64_t next_deadline_ns() const {
     if (armed_ == 0) return std::numeric_limits<uint64_t>::max();
     if (min_valid_) return min_tick_ << kTickShift;
     uint64_t best = std::numeric_limits<uint64_t>::max();
-    for (uint64_t t = cur_tick_ + 1; t <= cur_tick_ + kSlots; ++t) {
+    const uint64_t start = cur_tick_ + 1;
+    uint64_t t = start;
+    while (t <= cur_tick_ + kSlots) {
+      const uint64_t slot = t & (kSlots - 1);
+      const uint64_t word = occupied_[slot / 64] >> (slot % 64);
+      if (word == 0) {
+        t += 64 - slot % 64;  // nothing more in this word
+        continue;
+      }
+      t += static_cast<uint64_t>(__builtin_ctzll(word));
+      if (t > cur_tick_ + kSlots) break;
       for (TimerNode* n = slots_[t & (kSlots - 1)]; n; n = n->next) {
         if (n->expiry_tick < best) best = n->expiry_tick;
       }
-      if (best <= t) break;  // nothing later in the walk can be earlier
+      if (best <= t) break;  // due in this revolution: nothing later can be earlier
+      ++t;
     }
     min_tick_ = best;
     min_valid_ = true;
@@ -105,7 +123,9 @@ class TimerWheel {
  private:
   void link(TimerNode& n) {
     if (min_valid_ && n.expiry_tick < min_tick_) min_tick_ = n.expiry_tick;
-    TimerNode*& head = slots_[n.expiry_tick & (kSlots - 1)];
+    const uint64_t slot = n.expiry_tick & (kSlots - 1);
+    occupied_[slot / 64] |= uint64_t{1} << (slot % 64);
+    TimerNode*& head = slots_[slot];
     n.prev = nullptr;
     n.next = head;
     if (head) head->prev = &n;
@@ -118,7 +138,9 @@ class TimerWheel {
     if (n.prev) {
       n.prev->next = n.next;
     } else {
-      slots_[n.expiry_tick & (kSlots - 1)] = n.next;
+      const uint64_t slot = n.expiry_tick & (kSlots - 1);
+      slots_[slot] = n.next;
+      if (!n.next) occupied_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
     }
     if (n.next) n.next->prev = n.prev;
     n.next = n.prev = nullptr;
@@ -127,6 +149,7 @@ class TimerWheel {
   }
 
   TimerNode* slots_[kSlots];
+  uint64_t occupied_[kSlots / 64];  // bit set: the slot holds at least one timer
   uint64_t cur_tick_ = 0;
   size_t armed_ = 0;
   // Cache of the earliest expiry for next_deadline_ns(): kept exact on arm, dropped when the

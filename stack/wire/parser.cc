@@ -61,6 +61,27 @@ uint16_t ipv4_header_checksum(const uint8_t* hdr) {
   return static_cast<uint16_t>(sum);
 }
 
+bool mark_ce(uint8_t* frame, uint32_t len) {
+  PacketInfo info;
+  const ParseError err =
+      parse_frame(frame, len, info, {.verify_icrc = false, .verify_ipv4_checksum = false});
+  if (err != ParseError::kOk && err != ParseError::kNotUdp && err != ParseError::kWrongUdpPort) {
+    return false;
+  }
+  if (info.ecn() == Ecn::kNotEct || info.ecn() == Ecn::kCe) return false;
+  uint8_t* ip = frame + info.l3_off;
+  if (info.family == IpFamily::kIpv4) {
+    ip[1] |= 0x03;
+    ip[10] = ip[11] = 0;
+    const uint16_t c = static_cast<uint16_t>(~ipv4_header_checksum(ip));
+    ip[10] = static_cast<uint8_t>(c >> 8);
+    ip[11] = static_cast<uint8_t>(c);
+  } else {
+    ip[1] |= 0x30;  // the traffic class's ECN bits sit in the high nibble of byte 1
+  }
+  return true;
+}
+
 void PacketInfo::src_gid(uint8_t out[16]) const {
   if (family == IpFamily::kIpv6) {
     std::memcpy(out, ipv6().src.data(), 16);

@@ -121,6 +121,10 @@ constexpr bool is_ipv6_extension_header(uint8_t nh) {
   }
 }
 
+// Sets CE on an ECN-capable (ECT) IPv4 or IPv6 frame, as a congested switch does, fixing the
+// IPv4 header checksum (the ICRC does not cover these bits). Returns true if it marked.
+bool mark_ce(uint8_t* frame, uint32_t len);
+
 // One's-complement sum of a 20-byte IPv4 header, checksum field included: 0xFFFF if valid.
 uint16_t ipv4_header_checksum(const uint8_t* hdr);
 

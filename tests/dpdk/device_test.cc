@@ -11,45 +11,23 @@
 #include <thread>
 #include <vector>
 
+#include "device_pair.h"
 #include "dpdk/device.h"
 #include "stack/core/counters_format.h"
 
 namespace {
 using namespace roce;
 using roce::dpdk::Device;
-
-bool sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+using namespace roce::test;
 
 class DeviceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (geteuid() != 0) {
-      skip_ = "needs root (network namespace and veth)";
-      return;
-    }
-    if (unshare(CLONE_NEWNET) != 0) {
-      skip_ = "unshare(CLONE_NEWNET) failed";
-      return;
-    }
-    if (!sh("ip link add dA type veth peer name dB") || !sh("ip link set dA mtu 9000 up") ||
-        !sh("ip link set dB mtu 9000 up") || !sh("ip link set lo up")) {
-      skip_ = "cannot create a veth pair";
-      return;
-    }
-    // The kernel must not answer for these addresses or send its own IPv6 traffic here.
-    sh("sysctl -w net.ipv6.conf.dA.disable_ipv6=1");
-    sh("sysctl -w net.ipv6.conf.dB.disable_ipv6=1");
+    skip_ = private_veth_pair();
+    if (!skip_.empty()) return;
     std::string err;
     for (int i = 0; i < 2; ++i) {
-      DeviceConfig c;
-      c.name = i ? "rB" : "rA";
-      c.port = std::string("net_af_packet") + (i ? "1" : "0") + ",iface=" + (i ? "dB" : "dA") +
-               ",blocksz=8192,framesz=8192,framecnt=512";
-      c.mtu = 4200;
-      apply_setting(c, "ipv4", i ? "10.9.0.2/24" : "10.9.0.1/24", &err);
-      apply_setting(c, "ipv6", i ? "fd09::2/64" : "fd09::1/64", &err);
-      c.mac = Mac{0x02, 0, 0, 0, 0x09, static_cast<uint8_t>(i + 1)};
-      dev_[i] = Device::open(c, &err).release();
+      dev_[i] = Device::open(veth_device(i), &err).release();
       if (!dev_[i]) {
         setup_error_ = err;
         return;
@@ -71,81 +49,6 @@ class DeviceTest : public ::testing::Test {
   static inline std::string setup_error_;
   static inline Device* dev_[2] = {nullptr, nullptr};
 };
-
-struct Side {
-  Device* d;
-  uint32_t pd = 0, key = 0;
-  CompletionQueue* cq = nullptr;
-  Qp* qp = nullptr;
-  std::vector<uint8_t> mem;
-  uint64_t addr(uint64_t o = 0) { return reinterpret_cast<uint64_t>(mem.data()) + o; }
-};
-
-bool setup_side(Side& s, size_t bytes) {
-  s.mem.assign(bytes, 0);
-  return s.d->runner().run([&] {
-    Engine& e = s.d->engine();
-    s.pd = e.alloc_pd();
-    if (e.reg_mr(s.pd, s.mem.data(), bytes, s.addr(),
-                 kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
-                 &s.key)) {
-      return false;
-    }
-    int err = 0;
-    s.cq = e.create_cq(1024, &err);
-    QpInitAttr ia;
-    ia.pd = s.pd;
-    ia.send_cq = ia.recv_cq = s.cq;
-    ia.cap.max_send_wr = ia.cap.max_recv_wr = 256;
-    s.qp = e.create_qp(ia, &err);
-    return s.qp != nullptr;
-  });
-}
-
-int connect_side(Side& s, const Side& peer, int gid, Mtu mtu) {
-  return s.d->runner().run([&] {
-    Engine& e = s.d->engine();
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.port_num = 1;
-    a.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-    if (int rc = e.modify_qp(s.qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
-      return rc;
-    a = QpAttr{};
-    a.qp_state = QpState::kRtr;
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.qp->qpn();
-    a.rq_psn = 0x1000;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dgid = peer.d->gids()[static_cast<size_t>(gid)];
-    a.ah_attr.sgid_index = static_cast<uint8_t>(gid);
-    if (int rc = e.modify_qp(s.qp, a,
-                             kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                 kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
-      return rc;
-    }
-    a = QpAttr{};
-    a.qp_state = QpState::kRts;
-    a.sq_psn = 0x1000;
-    a.timeout = 12;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    return e.modify_qp(
-        s.qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
-  });
-}
-
-bool wait_cqe(Side& s, Cqe* out, int seconds = 10) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (s.cq->poll(out, 1) == 1) return true;
-    s.d->runner().poll();  // drives the engine in inline mode; no-op with an engine thread
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  return false;
-}
 
 void transfer_and_verify(Side& a, Side& b, const char* label) {
   SCOPED_TRACE(label);

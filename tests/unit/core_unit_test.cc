@@ -80,6 +80,35 @@ TEST(TimerWheel, CallbackMayRearmItself) {
   EXPECT_LE(fired, 10);
 }
 
+// A callback that re-arms or cancels another timer of the same slot (a QP's congestion-control
+// timer re-arming its pacing timer) must leave the wheel consistent.
+TEST(TimerWheel, CallbackMayTouchOtherTimersOfTheSameSlot) {
+  TimerWheel w(0);
+  TimerNode a, b, c;
+  a.owner = 1;
+  b.owner = 2;
+  c.owner = 3;
+  w.arm(a, 5000);
+  w.arm(b, 5000);
+  w.arm(c, 5000);
+  std::vector<uint32_t> fired;
+  w.advance(6000, [&](TimerNode& n) {
+    fired.push_back(n.owner);
+    if (n.owner == 3) {
+      w.arm(b, 9000);  // b is still in the slot being processed
+      w.cancel(a);
+    }
+  });
+  // c fired first (last armed, head of the slot), moved b and cancelled a.
+  EXPECT_EQ(fired, std::vector<uint32_t>{3});
+  EXPECT_EQ(w.armed(), 1u);
+  EXPECT_TRUE(b.armed);
+  w.advance(10000, [&](TimerNode& n) { fired.push_back(n.owner); });
+  EXPECT_EQ(fired, (std::vector<uint32_t>{3, 2}));
+  EXPECT_EQ(w.armed(), 0u);
+  EXPECT_EQ(w.next_deadline_ns(), UINT64_MAX);
+}
+
 TEST(SpscQueue, OrderAndCapacityAcrossThreads) {
   SpscQueue q;
   ASSERT_TRUE(q.init(100, sizeof(uint64_t)));

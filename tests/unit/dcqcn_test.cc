@@ -72,7 +72,7 @@ TEST(DcqcnParams, ConnectxProfile) {
   EXPECT_EQ(p.rate_timer_ns, 300 * kUs);         // rpg_time_reset 300 us
   EXPECT_EQ(p.byte_counter_bytes, 32767u);       // rpg_byte_reset 32767 B
   EXPECT_EQ(p.threshold, 1u);                    // rpg_threshold 1
-  EXPECT_EQ(p.cnp_interval_ns, 50 * kUs);
+  EXPECT_EQ(p.cnp_interval_ns, 4 * kUs);
   std::string err;
   EXPECT_TRUE(p.validate(&err)) << err;
 }
@@ -609,10 +609,35 @@ TEST(DcqcnPacer, IdleTimeEarnsNoMoreThanTheBurst) {
   // the frame after k others starts while floor(k * 81.92) <= 2048, i.e. k <= 25: 26 frames.
   EXPECT_EQ(FramesAtOneInstant(&rp, 0), 26);
   EXPECT_EQ(FramesAtOneInstant(&rp, 1'000'000'000), 26);  // after 1 s idle: no more
-  // At 1 Gb/s the byte budget dominates: 8192 B = 65536 ns, frames of 8192 ns: 1 + 8 = 9.
+  // At 1 Gb/s the byte budget (8192 B = 65536 ns) is capped at 4 x 2048 ns = 8192 ns: a byte
+  // allowance must not become a long burst at low rates. Frames of 8192 ns: 1 + 1 = 2.
   DcqcnRp slow;
   slow.init(Paper("line_gbps=1"), 0);
-  EXPECT_EQ(FramesAtOneInstant(&slow, 5'000'000'000), 9);
+  EXPECT_EQ(FramesAtOneInstant(&slow, 5'000'000'000), 2);
+}
+
+// Frames charged at a low rate are owed at the new rate when it rises: a QP cut to the floor
+// must not stay silent for the floor-rate time of what it already sent.
+TEST(DcqcnPacer, DebtIsRescaledWhenTheRateChanges) {
+  DcqcnRp rp;
+  rp.init(DcqcnParams::connectx(100), 0);
+  // Drive the rate down with CNPs well apart (ConnectX allows one cut per 4 us).
+  uint64_t t = 0;
+  for (int i = 0; i < 40; ++i) {
+    t += 10'000;
+    rp.on_cnp(t);
+  }
+  const double low = rp.rate_gbps();
+  ASSERT_LT(low, 1.0);
+  rp.on_sent(1024, t);
+  const uint64_t wait_low = rp.tx_time(t) - t;
+  // Recovery within that wait: the rate climbs back (timer events every 300 us) and the next
+  // frame becomes due far sooner than the low-rate cost said.
+  const uint64_t later = t + 2'000'000;
+  ASSERT_GT(wait_low, later - t);
+  rp.on_timer(later);
+  ASSERT_GT(rp.rate_gbps(), 10 * low);
+  EXPECT_EQ(rp.tx_time(later), later);  // without the rescale: t + wait_low
 }
 
 // --- Notification point ----------------------------------------------------------------------

@@ -1,0 +1,206 @@
+// roce-sim --scenario: DCQCN on the simulated switch (see stack/sim/scenario.h), with a report
+// per run and the pass criteria:
+//   fairness   Jain's index >= 0.99 over the second half, utilisation >= 90 %, no drops, queue
+//              within 2 x Kmax once converged
+//   incast     with DCQCN: no drops and completion within 1.2 x the C-limited ideal; the same
+//              incast without congestion control is run and reported beside it
+//   joinleave  after every join and leave the active flows share the link again
+#include "apps/roce_sim_scenario.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "stack/sim/scenario.h"
+
+namespace roce::apps {
+
+using sim::ScenarioConfig;
+using sim::ScenarioKind;
+using sim::ScenarioResult;
+
+namespace {
+
+std::string kind_name(ScenarioKind k) {
+  switch (k) {
+    case ScenarioKind::kFairness:
+      return "fairness";
+    case ScenarioKind::kIncast:
+      return "incast";
+    case ScenarioKind::kJoinLeave:
+      return "joinleave";
+  }
+  return "?";
+}
+
+void write_csv(const std::string& path, const ScenarioResult& r, std::string* err) {
+  std::ofstream f(path);
+  if (!f) {
+    *err = "cannot write " + path;
+    return;
+  }
+  f << "t_ms,queue_kb";
+  const size_t n = r.flows.size();
+  for (size_t i = 0; i < n; ++i) f << ",flow" << i << "_gbps";
+  for (size_t i = 0; i < n; ++i) f << ",rate" << i << "_gbps";
+  f << "\n";
+  for (const auto& s : r.series) {
+    f << s.t_ns / 1e6 << "," << s.queue_bytes / 1000.0;
+    for (double v : s.flow_gbps) f << "," << v;
+    for (double v : s.rate_gbps) f << "," << v;
+    f << "\n";
+  }
+}
+
+void report(const ScenarioConfig& c, const std::string& profile, const ScenarioResult& r) {
+  std::printf(
+      "scenario %s: %u flows through %.0f Gb/s, %s, buffer %.1f MB, ECN Kmin %.0f KB "
+      "Kmax %.0f KB Pmax %.2f, MTU %u\n",
+      kind_name(c.kind).c_str(), c.flows, c.link_gbps,
+      c.dcqcn ? ("DCQCN " + profile).c_str() : "no congestion control", c.buffer_bytes / 1e6,
+      c.kmin_bytes / 1e3, c.kmax_bytes / 1e3, c.pmax, mtu_bytes(c.mtu));
+  std::printf("  flow  throughput[Gb/s]  rate[Gb/s]      CNPs   cuts  retransmitted%s\n",
+              c.kind == ScenarioKind::kIncast ? "  completion[ms]" : "");
+  for (size_t i = 0; i < r.flows.size(); ++i) {
+    const auto& f = r.flows[i];
+    std::printf("  %4zu  %16.3f  %10.3f  %8llu  %5llu  %13llu", i, f.throughput_gbps, f.rate_gbps,
+                static_cast<unsigned long long>(f.cnps),
+                static_cast<unsigned long long>(f.rate_cuts),
+                static_cast<unsigned long long>(f.retransmitted));
+    if (c.kind == ScenarioKind::kIncast) std::printf("  %14.3f", f.completion_ns / 1e6);
+    std::printf("\n");
+  }
+  std::printf(
+      "  Jain's index %.4f, utilisation %.3f over %.1f..%.1f ms; max queue %.1f KB "
+      "(%.1f KB in that window); drops %llu (%llu in that window); ECN marks %llu\n",
+      r.jain, r.utilisation, r.window_start_ns / 1e6, r.window_end_ns / 1e6,
+      r.max_queue_bytes / 1e3, r.max_queue_late_bytes / 1e3,
+      static_cast<unsigned long long>(r.drops), static_cast<unsigned long long>(r.drops_late),
+      static_cast<unsigned long long>(r.ecn_marks));
+  if (c.kind == ScenarioKind::kIncast) {
+    std::printf("  completion %.3f ms, ideal (C-limited) %.3f ms: %.2f x\n", r.completion_ns / 1e6,
+                r.ideal_ns / 1e6,
+                r.ideal_ns ? static_cast<double>(r.completion_ns) / r.ideal_ns : 0);
+  }
+  if (c.kind == ScenarioKind::kJoinLeave) {
+    std::printf("  recovery after each join/leave [ms]:");
+    for (uint64_t t : r.recovery_ns) {
+      if (t == UINT64_MAX) {
+        std::printf(" never");
+      } else {
+        std::printf(" %.1f", t / 1e6);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int run_scenarios(const ScenarioOptions& o) {
+  ScenarioKind kind;
+  if (o.scenario == "fairness") {
+    kind = ScenarioKind::kFairness;
+  } else if (o.scenario == "incast") {
+    kind = ScenarioKind::kIncast;
+  } else if (o.scenario == "joinleave") {
+    kind = ScenarioKind::kJoinLeave;
+  } else {
+    std::fprintf(stderr, "roce-sim: --scenario: '%s' is not fairness, incast or joinleave\n",
+                 o.scenario.c_str());
+    return 2;
+  }
+  std::vector<uint32_t> flow_counts;
+  {
+    std::stringstream ss(o.flows);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(item.c_str(), &end, 10);
+      if (item.empty() || *end || v < 1 || v > 64) {
+        std::fprintf(stderr, "roce-sim: --flows: '%s' is not a list of counts in 1..64\n",
+                     o.flows.c_str());
+        return 2;
+      }
+      flow_counts.push_back(static_cast<uint32_t>(v));
+    }
+  }
+  cc::DcqcnParams params;
+  if (o.profile == "paper") {
+    params = cc::DcqcnParams::paper(o.link_gbps);
+  } else if (o.profile == "connectx") {
+    params = cc::DcqcnParams::connectx(o.link_gbps);
+  } else if (o.profile != "none") {
+    std::fprintf(stderr, "roce-sim: --profile: '%s' is not paper, connectx or none\n",
+                 o.profile.c_str());
+    return 2;
+  }
+  std::string err;
+  if (!o.cc.empty() && !params.parse(o.cc, &err)) {
+    std::fprintf(stderr, "roce-sim: --cc: %s\n", err.c_str());
+    return 2;
+  }
+
+  bool all_passed = true;
+  for (uint32_t n : flow_counts) {
+    ScenarioConfig c;
+    c.kind = kind;
+    c.flows = n;
+    c.dcqcn = o.profile != "none";
+    c.params = params;
+    c.link_gbps = o.link_gbps;
+    c.buffer_bytes = o.buffer_bytes;
+    c.kmin_bytes = o.kmin_bytes;
+    c.kmax_bytes = o.kmax_bytes;
+    c.pmax = o.pmax;
+    c.mtu = static_cast<Mtu>(__builtin_ctz(o.mtu) - 7);
+    c.duration_ns = o.duration_ms * 1'000'000;
+    if (o.join_interval_ms) c.join_interval_ns = o.join_interval_ms * 1'000'000;
+    c.incast_bytes = o.incast_bytes;
+    c.seed = o.seed;
+    c.ecn_on_dequeue = o.ecn_on_dequeue;
+    const ScenarioResult r = sim::run_scenario(c);
+    report(c, o.profile, r);
+    if (!o.csv.empty()) {
+      std::string path = o.csv;
+      if (flow_counts.size() > 1) path += "." + std::to_string(n);
+      write_csv(path, r, &err);
+      if (!err.empty()) {
+        std::fprintf(stderr, "roce-sim: --csv: %s\n", err.c_str());
+        return 2;
+      }
+    }
+    if (kind == ScenarioKind::kIncast && c.dcqcn) {
+      // The same incast without congestion control, for comparison.
+      ScenarioConfig base = c;
+      base.dcqcn = false;
+      const ScenarioResult b = sim::run_scenario(base);
+      report(base, "none", b);
+      std::printf(
+          "  without DCQCN: %llu drops, %llu packets retransmitted, completion %.2f x "
+          "ideal; with: %llu drops, %.2f x\n",
+          static_cast<unsigned long long>(b.drops),
+          [&] {
+            unsigned long long t = 0;
+            for (const auto& f : b.flows) t += f.retransmitted;
+            return t;
+          }(),
+          b.ideal_ns ? static_cast<double>(b.completion_ns) / b.ideal_ns : 0,
+          static_cast<unsigned long long>(r.drops),
+          r.ideal_ns ? static_cast<double>(r.completion_ns) / r.ideal_ns : 0);
+    }
+    if (r.passed) {
+      std::printf("PASS %s %u flows\n\n", o.scenario.c_str(), n);
+    } else {
+      all_passed = false;
+      for (const auto& f : r.failures) {
+        std::printf("FAIL %s %u flows: %s\n", o.scenario.c_str(), n, f.c_str());
+      }
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+  }
+  return all_passed ? 0 : 1;
+}
+
+}  // namespace roce::apps

@@ -1,0 +1,97 @@
+// Congestion control in the engine (DCQCN, Zhu et al. SIGCOMM 2015; the algorithm itself is in
+// stack/cc/dcqcn.*): ECT marking of data packets, the notification point turning CE marks into
+// CNPs (RoCEv2 annex A17.9), the reaction point cutting and recovering the QP's rate, and
+// pacing through the timer wheel -- a paced QP leaves the schedule and a timer puts it back.
+#include <cstring>
+
+#include "stack/core/engine.h"
+#include "stack/wire/opcode.h"
+
+namespace roce {
+
+void Engine::cc_setup(Qp& qp) {
+  if (qp.cc_.kind != CcKind::kDcqcn) return;
+  qp.cc_.rp.init(cfg_.dcqcn, now_);
+  qp.cc_.np.init(cfg_.dcqcn);
+}
+
+bool Engine::cc_may_send(Qp& qp) {
+  if (qp.cc_.kind != CcKind::kDcqcn) return true;
+  const uint64_t t = qp.cc_.rp.tx_time(now_);
+  if (t <= now_) return true;
+  ++ctr_.paced;
+  if (!qp.cc_.pace.armed) timers_.arm(qp.cc_.pace, t);
+  return false;
+}
+
+void Engine::cc_on_sent(Qp& qp, uint32_t frame_len) {
+  if (qp.cc_.kind != CcKind::kDcqcn) return;
+  qp.cc_.rp.on_sent(frame_len, now_);
+  // The byte counter may have produced an increase event with a timer of its own.
+  const uint64_t next = qp.cc_.rp.next_timer_ns();
+  if (next != cc::DcqcnRp::kNoTimer &&
+      (!qp.cc_.timer.armed || TimerWheel::tick_of(next) < qp.cc_.timer.expiry_tick)) {
+    timers_.arm(qp.cc_.timer, next);
+  }
+}
+
+void Engine::cc_on_ce(Qp& qp) {
+  if (qp.cc_.kind != CcKind::kDcqcn) return;
+  if (qp.cc_.np.on_ce_packet(now_)) send_cnp(qp);
+}
+
+void Engine::cc_on_cnp(Qp& qp) {
+  ++qp.counters_.cnps_received;
+  if (qp.cc_.kind != CcKind::kDcqcn) {
+    ++ctr_.cnps_ignored;
+    return;
+  }
+  qp.cc_.rp.on_cnp(now_);
+  cc_timer(qp);
+}
+
+void Engine::cc_timer(Qp& qp) {
+  if (qp.cc_.kind != CcKind::kDcqcn) return;
+  qp.cc_.rp.on_timer(now_);
+  const uint64_t next = qp.cc_.rp.next_timer_ns();
+  if (next == cc::DcqcnRp::kNoTimer) {
+    timers_.cancel(qp.cc_.timer);
+  } else {
+    timers_.arm(qp.cc_.timer, next);
+  }
+  // A faster rate may let a held QP go sooner than its pacing timer says.
+  if (qp.cc_.pace.armed) {
+    const uint64_t t = qp.cc_.rp.tx_time(now_);
+    if (t <= now_) {
+      timers_.cancel(qp.cc_.pace);
+      schedule_req(qp);
+      schedule_resp(qp);
+    } else {
+      timers_.arm(qp.cc_.pace, t);
+    }
+  }
+}
+
+// CNP: BTH opcode 0x81 with BECN set, the sender's QP as destination, PSN 0, P_Key of the QP,
+// then 16 reserved zero bytes and the ICRC (annex A17.9.2). Sent at once, not through the
+// responder's queue: it must not wait behind READ responses.
+void Engine::send_cnp(Qp& qp) {
+  if (!qp.path_ready_) return;
+  if (!tx_room()) flush_tx();
+  if (!tx_room()) return;
+  PktBuf* b = tx_buf();
+  if (!b) return;
+  wire::BthFields bth;
+  bth.opcode = wire::op::kCnp;
+  bth.dest_qp = qp.attr_.dest_qp_num;
+  bth.becn = true;
+  bth.psn = 0;
+  wire::ExtHeaders ext;  // CnpPayload zeroed
+  qp.path_.traffic_class = qp.ctrl_tclass_;
+  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(wire::op::kCnp).transport_hdr_len();
+  finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
+  ++qp.counters_.cnps_sent;
+  ++ctr_.cnps_sent;
+}
+
+}  // namespace roce

@@ -1,0 +1,127 @@
+// Test support for DPDK device tests: a veth pair in a private network namespace, and one
+// side of an RC connection (PD, MR, CQ, QP) on a Device with the control calls made through
+// its runner.
+#pragma once
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpdk/device.h"
+
+namespace roce::test {
+
+inline bool sh(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Moves this process into a new network namespace with a veth pair dA <-> dB (MTU 9000, no
+// kernel IPv6). Returns an empty string, or why it cannot (the test then skips).
+inline std::string private_veth_pair() {
+  if (geteuid() != 0) return "needs root (network namespace and veth)";
+  if (unshare(CLONE_NEWNET) != 0) return "unshare(CLONE_NEWNET) failed";
+  if (!sh("ip link add dA type veth peer name dB") || !sh("ip link set dA mtu 9000 up") ||
+      !sh("ip link set dB mtu 9000 up") || !sh("ip link set lo up")) {
+    return "cannot create a veth pair";
+  }
+  // The kernel must not answer for the stack's addresses or send its own IPv6 traffic here.
+  sh("sysctl -w net.ipv6.conf.dA.disable_ipv6=1");
+  sh("sysctl -w net.ipv6.conf.dB.disable_ipv6=1");
+  return {};
+}
+
+// A device on veth end i (0: dA, 1: dB) with addresses 10.9.0.(i+1) and fd09::(i+1).
+inline DeviceConfig veth_device(int i) {
+  DeviceConfig c;
+  std::string err;
+  c.name = i ? "rB" : "rA";
+  c.port = std::string("net_af_packet") + (i ? "1" : "0") + ",iface=" + (i ? "dB" : "dA") +
+           ",blocksz=8192,framesz=8192,framecnt=512";
+  c.mtu = 4200;
+  apply_setting(c, "ipv4", i ? "10.9.0.2/24" : "10.9.0.1/24", &err);
+  apply_setting(c, "ipv6", i ? "fd09::2/64" : "fd09::1/64", &err);
+  c.mac = Mac{0x02, 0, 0, 0, 0x09, static_cast<uint8_t>(i + 1)};
+  return c;
+}
+
+struct Side {
+  dpdk::Device* d;
+  uint32_t pd = 0, key = 0;
+  CompletionQueue* cq = nullptr;
+  Qp* qp = nullptr;
+  std::vector<uint8_t> mem;
+  uint64_t addr(uint64_t o = 0) { return reinterpret_cast<uint64_t>(mem.data()) + o; }
+};
+
+inline bool setup_side(Side& s, size_t bytes) {
+  s.mem.assign(bytes, 0);
+  return s.d->runner().run([&] {
+    Engine& e = s.d->engine();
+    s.pd = e.alloc_pd();
+    if (e.reg_mr(s.pd, s.mem.data(), bytes, s.addr(),
+                 kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
+                 &s.key)) {
+      return false;
+    }
+    int err = 0;
+    s.cq = e.create_cq(1024, &err);
+    QpInitAttr ia;
+    ia.pd = s.pd;
+    ia.send_cq = ia.recv_cq = s.cq;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 256;
+    s.qp = e.create_qp(ia, &err);
+    return s.qp != nullptr;
+  });
+}
+
+inline int connect_side(Side& s, const Side& peer, int gid, Mtu mtu) {
+  return s.d->runner().run([&] {
+    Engine& e = s.d->engine();
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    if (int rc = e.modify_qp(s.qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
+      return rc;
+    a = QpAttr{};
+    a.qp_state = QpState::kRtr;
+    a.path_mtu = mtu;
+    a.dest_qp_num = peer.qp->qpn();
+    a.rq_psn = 0x1000;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dgid = peer.d->gids()[static_cast<size_t>(gid)];
+    a.ah_attr.sgid_index = static_cast<uint8_t>(gid);
+    if (int rc = e.modify_qp(s.qp, a,
+                             kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                 kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
+      return rc;
+    }
+    a = QpAttr{};
+    a.qp_state = QpState::kRts;
+    a.sq_psn = 0x1000;
+    a.timeout = 12;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    return e.modify_qp(
+        s.qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  });
+}
+
+inline bool wait_cqe(Side& s, Cqe* out, int seconds = 10) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (s.cq->poll(out, 1) == 1) return true;
+    s.d->runner().poll();  // drives the engine in inline mode; no-op with an engine thread
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return false;
+}
+
+}  // namespace roce::test
