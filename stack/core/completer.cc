@@ -55,7 +55,6 @@ static uint64_t gap_holdoff_ns(const Qp& qp) {
   return h == 0 ? 100'000 : std::clamp<uint64_t>(h, 8'000, 1'000'000);
 }
 
-
 // A gap in the responses (a missing READ response, an implicit NAK) starts a go-back-N retry
 // from comp_psn, at most once per hold-off: the stream being replaced keeps arriving for about
 // a round trip and must not trigger retries of its own. Losses the hold-off hides are caught by
@@ -93,26 +92,28 @@ void Engine::arm_retransmit(Qp& qp) {
 
 // Retires the head WQE with status `st`; a completion is written when it was signalled or
 // failed. Completions leave in send-queue order, so a signalled completion implies all earlier
-// WQEs are done.
+// WQEs are done. The slot is retired before the completion is pushed: an application that sees
+// the completion may post into that slot at once (max_send_wr = 1 programs do).
 void Engine::comp_complete_head(Qp& qp, WcStatus st) {
   auto& s = qp.snd_;
   const uint32_t mask = qp.sq_.capacity() - 1;
   const SendWqe& w = *qp.sq_.at<SendWqe>(s.head);
   SendSlot& slot = qp.slots_[s.head & mask];
-  if (st != WcStatus::kSuccess || (w.flags & kSendSignaled)) {
-    Cqe c;
+  const bool report = st != WcStatus::kSuccess || (w.flags & kSendSignaled);
+  Cqe c;
+  if (report) {
     c.wr_id = w.wr_id;
     c.status = st;
     c.opcode = wc_opcode(w.opcode);
     c.byte_len = w.length;
     c.qp_num = qp.qpn();
-    push_cqe(qp.init_.send_cq, c, false, &qp);
   }
   if (slot.started && (is_read(w.opcode) || is_atomic(w.opcode)) && s.rd_atomic) --s.rd_atomic;
   slot = SendSlot{};
   ++s.head;
   if (static_cast<int32_t>(s.head - s.send) > 0) s.send = s.head;  // never behind the head
-  qp.sq_.retire(s.head);
+  qp.sq_.retire(s.head);  // `w` may be overwritten from here on
+  if (report) push_cqe(qp.init_.send_cq, c, false, &qp);
 }
 
 void Engine::comp_error(Qp& qp, WcStatus st) {

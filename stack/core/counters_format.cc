@@ -84,8 +84,8 @@ std::string format_qp_counters(const Qp& q) {
     add(out, "dcqcn additive increase", rc.additive_increase);
     add(out, "dcqcn hyper increase", rc.hyper_increase);
     char rate[96];
-    std::snprintf(rate, sizeof rate, "  %-28s %.3f Gb/s (target %.3f, alpha %.4f)\n",
-                  "dcqcn rate", q.cc_.rp.rate_gbps(), q.cc_.rp.target_gbps(), q.cc_.rp.alpha());
+    std::snprintf(rate, sizeof rate, "  %-28s %.3f Gb/s (target %.3f, alpha %.4f)\n", "dcqcn rate",
+                  q.cc_.rp.rate_gbps(), q.cc_.rp.target_gbps(), q.cc_.rp.alpha());
     out += rate;
   }
   return out;

@@ -83,8 +83,8 @@ struct EngineCounters {
   uint64_t rx_ce = 0;          // CE-marked RoCE packets received
   uint64_t cnps_sent = 0;
   uint64_t cnps_received = 0;
-  uint64_t cnps_ignored = 0;   // for unknown QPs or QPs without DCQCN
-  uint64_t paced = 0;          // times a QP waited for its pacer
+  uint64_t cnps_ignored = 0;  // for unknown QPs or QPs without DCQCN
+  uint64_t paced = 0;         // times a QP waited for its pacer
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -93,7 +93,7 @@ enum class AsyncEventType : uint8_t {
   kQpFatal = 1,
   kQpReqErr = 2,
   kQpAccessErr = 3,
-  kSqDrained = 6,
+  kSqDrained = 5,
   kSrqLimitReached = 15,
   kQpLastWqeReached = 16,
 };
@@ -105,6 +105,7 @@ struct AsyncEvent {
 struct AddressHandle {
   AhAttr attr{};
   wire::PathSpec path{};
+  uint32_t pd = 0;
   bool path_ready = false;
   bool in_use = false;
 };
@@ -213,7 +214,7 @@ class Engine {
   void flush_qp(Qp& qp);
 
   // congestion.cc
-  void cc_setup(Qp& qp);  // at RTS: starts the RP
+  void cc_setup(Qp& qp);     // at RTS: starts the RP
   bool cc_may_send(Qp& qp);  // false: the pacer holds the QP (a timer wakes it)
   void cc_on_sent(Qp& qp, uint32_t frame_len);
   void cc_on_ce(Qp& qp);  // a CE-marked packet arrived for this QP

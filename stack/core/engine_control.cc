@@ -143,17 +143,17 @@ int Engine::create_ah(uint32_t pd, const AhAttr& attr, uint32_t* ah) {
   AddressHandle& h = ahs_[n];
   h.attr = attr;
   if (!build_path(attr, 0, 0, &h.path, &h.path_ready)) return EINVAL;
+  h.pd = pd;
   h.in_use = true;
   ++pd_users_[pd];
   *ah = n;
-  (void)pd;
   return 0;
 }
 
 int Engine::destroy_ah(uint32_t ah) {
   if (ah == 0 || ah >= ahs_.size() || !ahs_[ah].in_use) return EINVAL;
   ahs_[ah].in_use = false;
-  // AHs do not remember their PD separately: PD accounting for AHs is approximate on purpose?
+  --pd_users_[ahs_[ah].pd];  // the reference create_ah took
   return 0;
 }
 
@@ -510,8 +510,8 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     // ACKs, NAKs and CNPs not ECN-capable (DCQCN marks data only).
     qp->ctrl_tclass_ = static_cast<uint8_t>(a.ah_attr.traffic_class & ~3u);
     const bool mark = qp->cc_.kind == CcKind::kDcqcn || cfg_.ecn_mark;
-    qp->data_tclass_ = static_cast<uint8_t>(
-        qp->ctrl_tclass_ | (mark ? static_cast<uint8_t>(cfg_.dcqcn.ecn) : 0));
+    qp->data_tclass_ =
+        static_cast<uint8_t>(qp->ctrl_tclass_ | (mark ? static_cast<uint8_t>(cfg_.dcqcn.ecn) : 0));
   }
   if (mask & kQpPathMtu) {
     s.path_mtu = a.path_mtu;
@@ -595,16 +595,16 @@ void Engine::qp_error(Qp& qp) {
 // Completes every outstanding and posted work request with WR_FLUSH_ERR (IBA 10.3.1.7: in the
 // error state, WRs complete in error whether signalled or not).
 void Engine::flush_qp(Qp& qp) {
+  // Each slot is retired before its completion is pushed (see comp_complete_head).
   const uint32_t prod = qp.sq_.prod_acquire();
   for (uint32_t i = qp.snd_.head; i != prod; ++i) {
-    const SendWqe* w = qp.sq_.at<SendWqe>(i);
     Cqe c;
-    c.wr_id = w->wr_id;
+    c.wr_id = qp.sq_.at<SendWqe>(i)->wr_id;
     c.status = WcStatus::kWrFlushErr;
     c.qp_num = qp.qpn();
+    qp.sq_.retire(i + 1);
     push_cqe(qp.init_.send_cq, c, false, nullptr);
   }
-  qp.sq_.retire(prod);
   qp.snd_.head = qp.snd_.send = qp.snd_.tail = prod;
   qp.snd_.offset = 0;
   qp.snd_.rd_atomic = 0;
@@ -624,9 +624,10 @@ void Engine::flush_qp(Qp& qp) {
   if (!qp.init_.srq) {
     const uint32_t rprod = qp.rq_.prod_acquire();
     for (uint32_t i = qp.rq_.cons_local(); i != rprod; ++i) {
-      flush_recv(qp.rq_.at<RecvWqe>(i)->wr_id);
+      const uint64_t wr_id = qp.rq_.at<RecvWqe>(i)->wr_id;
+      qp.rq_.retire(i + 1);
+      flush_recv(wr_id);
     }
-    qp.rq_.retire(rprod);
   } else {
     raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
   }

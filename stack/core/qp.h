@@ -146,7 +146,7 @@ class Qp {
     // so the responses of the stream being replaced drain before the next one is asked for.
     uint64_t last_gap_retry_ns = 0;
     bool gap_retried = false;
-    bool gap_owed = false;  // a gap seen during the hold-off: retry when it ends
+    bool gap_owed = false;       // a gap seen during the hold-off: retry when it ends
     bool active = false;         // on the engine's requester list
     bool drained_event = false;  // SQD: async event raised
     TimerNode retransmit{};

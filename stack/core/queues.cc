@@ -40,6 +40,9 @@ bool CompletionQueue::push(const Cqe& c, bool solicited) {
   const uint32_t prod = ring_.prod_local();
   *ring_.at<Cqe>(prod) = c;
   ring_.publish(prod + 1);
+  // Store-load ordering against arm(): either the consumer's poll after arming sees this
+  // completion, or this load sees the armed flag. Release/acquire alone lets both miss.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint8_t armed = armed_.load(std::memory_order_acquire);
   if (armed == kArmedAny || (armed == kArmedSolicited && solicited)) {
     if (armed_.exchange(kDisarmed, std::memory_order_acq_rel) != kDisarmed && notify_) {

@@ -105,8 +105,11 @@ class CompletionQueue {
   // Application side: copies up to n completions out, returns how many.
   int poll(Cqe* out, int n);
   // Requests a notification for the next completion (any, or solicited only).
+  // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified
+  // (the fence pairs with the one in push()).
   void arm(bool solicited_only) {
     armed_.store(solicited_only ? kArmedSolicited : kArmedAny, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   void set_notify(Notify fn, void* ctx) {
     notify_ = fn;

@@ -288,9 +288,10 @@ void Engine::req_rewind(Qp& qp, uint32_t psn) {
 // UD (and UC) sends: one packet per WQE for UD; complete when handed to the port.
 bool Engine::ud_send(Qp& qp, SendWqe& w) {
   auto& s = qp.snd_;
-  auto complete = [&](WcStatus st) {
-    if (st != WcStatus::kSuccess || (w.flags & kSendSignaled)) {
-      Cqe c;
+  auto complete = [&](WcStatus st) {  // retire first: the completion frees the slot
+    const bool report = st != WcStatus::kSuccess || (w.flags & kSendSignaled);
+    Cqe c;
+    if (report) {
       c.wr_id = w.wr_id;
       c.status = st;
       c.opcode = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm
@@ -298,12 +299,12 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
                      : WcOpcode::kSend;
       c.byte_len = w.length;
       c.qp_num = qp.qpn();
-      push_cqe(qp.init_.send_cq, c, false, &qp);
     }
     ++s.send;
     s.head = s.send;
     s.offset = 0;
-    qp.sq_.retire(s.head);
+    qp.sq_.retire(s.head);  // `w` may be overwritten from here on
+    if (report) push_cqe(qp.init_.send_cq, c, false, &qp);
   };
 
   if (qp.type() == QpType::kUc) {

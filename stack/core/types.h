@@ -59,7 +59,7 @@ enum Access : uint32_t {
   kAccessHugetlb = 1u << 7,
   kAccessRelaxedOrdering = 1u << 20,  // first of the optional flags: accepted, ignored
 };
-inline constexpr uint32_t kAccessOptionalRange = ~((1u << 20) - 1);
+inline constexpr uint32_t kAccessOptionalRange = 0x3ff00000u;  // bits 20-29, hints
 
 // ibv_wr_opcode
 enum class WrOpcode : uint8_t {

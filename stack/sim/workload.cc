@@ -21,24 +21,37 @@ bool uses_recv(WrOpcode o) {
 }
 const char* op_name(WrOpcode o) {
   switch (o) {
-    case WrOpcode::kSend: return "SEND";
-    case WrOpcode::kSendWithImm: return "SEND_IMM";
-    case WrOpcode::kRdmaWrite: return "WRITE";
-    case WrOpcode::kRdmaWriteWithImm: return "WRITE_IMM";
-    case WrOpcode::kRdmaRead: return "READ";
-    case WrOpcode::kAtomicCmpAndSwp: return "CMP_SWAP";
-    case WrOpcode::kAtomicFetchAndAdd: return "FETCH_ADD";
-    default: return "?";
+    case WrOpcode::kSend:
+      return "SEND";
+    case WrOpcode::kSendWithImm:
+      return "SEND_IMM";
+    case WrOpcode::kRdmaWrite:
+      return "WRITE";
+    case WrOpcode::kRdmaWriteWithImm:
+      return "WRITE_IMM";
+    case WrOpcode::kRdmaRead:
+      return "READ";
+    case WrOpcode::kAtomicCmpAndSwp:
+      return "CMP_SWAP";
+    case WrOpcode::kAtomicFetchAndAdd:
+      return "FETCH_ADD";
+    default:
+      return "?";
   }
 }
 WcOpcode expected_wc(WrOpcode o) {
   switch (o) {
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
-    default: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    default:
+      return WcOpcode::kSend;
   }
 }
 
@@ -80,8 +93,8 @@ struct Flow {
   uint32_t id = 0;
   Host* req = nullptr;
   Host* resp = nullptr;
-  Qp* qp = nullptr;       // requester's QP
-  Qp* peer = nullptr;     // responder's QP
+  Qp* qp = nullptr;    // requester's QP
+  Qp* peer = nullptr;  // responder's QP
   std::vector<Op> ops;
   std::vector<uint32_t> recv_ops;  // ops consuming a receive WQE, in order
   std::vector<uint32_t> signaled;  // signalled ops, in order
@@ -93,7 +106,8 @@ struct Flow {
 
 class Runner {
  public:
-  Runner(uint64_t seed, const WorkloadConfig& cfg) : seed_(seed), cfg_(cfg), net_(seed), rng_(seed) {}
+  Runner(uint64_t seed, const WorkloadConfig& cfg)
+      : seed_(seed), cfg_(cfg), net_(seed), rng_(seed) {}
   WorkloadResult run();
 
  private:
@@ -151,9 +165,13 @@ void Runner::fill_payload(Flow& f, uint32_t op_index, uint8_t* dst, uint32_t len
 
 // Plans every op of a flow, writes its source data, and records its effect in the shadows.
 void Runner::plan_flow(Flow& f) {
-  static const WrOpcode kAll[] = {WrOpcode::kSend, WrOpcode::kSendWithImm, WrOpcode::kRdmaWrite,
-                                  WrOpcode::kRdmaWriteWithImm, WrOpcode::kRdmaRead,
-                                  WrOpcode::kAtomicCmpAndSwp, WrOpcode::kAtomicFetchAndAdd};
+  static const WrOpcode kAll[] = {WrOpcode::kSend,
+                                  WrOpcode::kSendWithImm,
+                                  WrOpcode::kRdmaWrite,
+                                  WrOpcode::kRdmaWriteWithImm,
+                                  WrOpcode::kRdmaRead,
+                                  WrOpcode::kAtomicCmpAndSwp,
+                                  WrOpcode::kAtomicFetchAndAdd};
   std::vector<WrOpcode> menu = cfg_.ops;
   if (menu.empty()) menu.assign(std::begin(kAll), std::end(kAll));
   Host& q = *f.req;
@@ -173,8 +191,9 @@ void Runner::plan_flow(Flow& f) {
       op.size = cfg_.sizes[rng_.below(cfg_.sizes.size())];
     } else {
       const uint32_t small = 2 * mtu_bytes(cfg_.mtu);
-      op.size = static_cast<uint32_t>(rng_.chance(0.5) ? rng_.below(std::min(small, cfg_.max_size) + 1)
-                                                       : rng_.below(cfg_.max_size + 1));
+      op.size =
+          static_cast<uint32_t>(rng_.chance(0.5) ? rng_.below(std::min(small, cfg_.max_size) + 1)
+                                                 : rng_.below(cfg_.max_size + 1));
     }
     const uint32_t sig_every = cfg_.signal_every ? cfg_.signal_every : 1 + rng_.below(4);
     op.signaled = (i + 1) % sig_every == 0 || i + 1 == cfg_.ops_per_qp;
@@ -200,7 +219,8 @@ void Runner::plan_flow(Flow& f) {
         break;
       }
       case WrOpcode::kRdmaRead: {
-        op.remote_off = p.read_src + rng_.below(cfg_.max_size - std::min(op.size, cfg_.max_size) + 1);
+        op.remote_off =
+            p.read_src + rng_.below(cfg_.max_size - std::min(op.size, cfg_.max_size) + 1);
         op.local_off = alloc(q, op.size);
         std::memcpy(q.shadow.data() + op.local_off, p.mem.data() + op.remote_off, op.size);
         break;
@@ -250,10 +270,12 @@ bool Runner::setup(std::string* err) {
   }
   for (uint32_t s : cfg_.sizes) cfg_.max_size = std::max(cfg_.max_size, s);
   // Memory per host: enough for every region this run plans (estimated, then checked).
-  const uint64_t per_op = std::max<uint64_t>(
-      cfg_.sizes.empty() ? cfg_.max_size
-                         : *std::max_element(cfg_.sizes.begin(), cfg_.sizes.end()),
-      8) + 200;
+  const uint64_t per_op =
+      std::max<uint64_t>(cfg_.sizes.empty()
+                             ? cfg_.max_size
+                             : *std::max_element(cfg_.sizes.begin(), cfg_.sizes.end()),
+                         8) +
+      200;
   const uint64_t flows_per_host = 2ull * (cfg_.hosts - 1) * cfg_.qps_per_pair;
   const uint64_t mem = cfg_.max_size + 4096 + flows_per_host * cfg_.ops_per_qp * per_op * 2;
   if (mem > (3ull << 30)) {
@@ -263,8 +285,8 @@ bool Runner::setup(std::string* err) {
   for (uint32_t h = 0; h < cfg_.hosts; ++h) {
     auto host = std::make_unique<Host>();
     host->id = h + 1;
-    host->port = net_.add_port(Mac{0x02, 0, 0, 0, static_cast<uint8_t>(h >> 8),
-                                   static_cast<uint8_t>(h + 1)});
+    host->port = net_.add_port(
+        Mac{0x02, 0, 0, 0, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h + 1)});
     host->port->uplink() = cfg_.link;
     EngineConfig ec;
     ec.mac = host->port->mac();
@@ -279,10 +301,10 @@ bool Runner::setup(std::string* err) {
     for (uint64_t i = 0; i < mem; ++i) host->mem[i] = canary(i, host->id);
     host->shadow = host->mem;
     host->pd = host->engine->alloc_pd();
-    if (int rc = host->engine->reg_mr(host->pd, host->mem.data(), mem, host->addr(0),
-                                      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                                          kAccessRemoteAtomic,
-                                      &host->key)) {
+    if (int rc = host->engine->reg_mr(
+            host->pd, host->mem.data(), mem, host->addr(0),
+            kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
+            &host->key)) {
       *err = "reg_mr: errno " + std::to_string(rc);
       return false;
     }
@@ -301,7 +323,8 @@ bool Runner::setup(std::string* err) {
   for (auto& a : hosts_) {
     for (auto& b : hosts_) {
       if (a == b) continue;
-      for (const Gid& g : b->engine->config().gids) a->engine->neighbors().add_static(g, b->port->mac());
+      for (const Gid& g : b->engine->config().gids)
+        a->engine->neighbors().add_static(g, b->port->mac());
     }
   }
 
@@ -346,7 +369,8 @@ bool Runner::setup(std::string* err) {
           at.qp_state = QpState::kInit;
           at.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
           at.port_num = 1;
-          int rc = self.engine->modify_qp(q, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
+          int rc =
+              self.engine->modify_qp(q, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
           at = QpAttr{};
           at.qp_state = QpState::kRtr;
           at.path_mtu = cfg_.mtu;
@@ -432,8 +456,9 @@ bool Runner::pump() {
       wr.swap = op.swap;
       const int rc = f.qp->post_send(wr);
       if (rc == ENOMEM) break;
-      if (rc) return fail("post_send of op " + std::to_string(f.next_post) + " failed: errno " +
-                          std::to_string(rc));
+      if (rc)
+        return fail("post_send of op " + std::to_string(f.next_post) + " failed: errno " +
+                    std::to_string(rc));
       ++f.next_post;
       any = true;
     }
@@ -520,12 +545,14 @@ bool Runner::verify_memory() {
     uint64_t bad = 0;
     for (uint64_t i = 0; i < m.size(); ++i) bad += m[i] != s[i];
     std::ostringstream os;
-    os << "host " << h->id << " memory differs from expectation at offset " << first << " ("
-       << bad << " bytes differ)";
+    os << "host " << h->id << " memory differs from expectation at offset " << first << " (" << bad
+       << " bytes differ)";
     for (const auto& f : flows_) {
       for (size_t i = 0; i < f.ops.size(); ++i) {
         const Op& op = f.ops[i];
-        auto in = [&](uint64_t off, uint64_t len) { return first >= off && first < off + len + 16; };
+        auto in = [&](uint64_t off, uint64_t len) {
+          return first >= off && first < off + len + 16;
+        };
         if ((f.resp == h.get() && (in(op.remote_off, op.size) || in(op.recv_off, op.recv_len))) ||
             (f.req == h.get() && in(op.local_off, op.size))) {
           os << "; near flow " << f.id << " op " << i << " (" << op_name(op.opcode) << ", "
@@ -557,15 +584,15 @@ WorkloadResult Runner::run() {
         const auto& sn = f.qp->snd_;
         const auto& rc = f.peer->rcv_;
         os << " flow " << f.id << " posted " << f.next_post << "/" << f.ops.size() << " completed "
-           << f.next_sig << "/" << f.signaled.size() << " signalled, receives "
-           << f.next_recv_comp << "/" << f.recv_ops.size() << " (QP state "
-           << to_string(f.qp->state()) << std::hex << "; requester head " << sn.head << " send "
-           << sn.send << " tail " << sn.tail << " psn " << sn.psn << " comp_psn " << sn.comp_psn
-           << " max_psn " << sn.max_psn << " rd_atomic " << sn.rd_atomic << " timer "
-           << (sn.retransmit.armed ? "armed" : "idle") << (sn.rnr_wait ? " rnr_wait" : "")
-           << (sn.active ? " scheduled" : "") << "; responder epsn " << rc.epsn << " msn "
-           << rc.msn << (rc.nak_sent ? " nak_sent" : "") << " in_msg " << int(rc.in_msg)
-           << " out " << (rc.out_tail - rc.out_head) << std::dec << ");";
+           << f.next_sig << "/" << f.signaled.size() << " signalled, receives " << f.next_recv_comp
+           << "/" << f.recv_ops.size() << " (QP state " << to_string(f.qp->state()) << std::hex
+           << "; requester head " << sn.head << " send " << sn.send << " tail " << sn.tail
+           << " psn " << sn.psn << " comp_psn " << sn.comp_psn << " max_psn " << sn.max_psn
+           << " rd_atomic " << sn.rd_atomic << " timer " << (sn.retransmit.armed ? "armed" : "idle")
+           << (sn.rnr_wait ? " rnr_wait" : "") << (sn.active ? " scheduled" : "")
+           << "; responder epsn " << rc.epsn << " msn " << rc.msn
+           << (rc.nak_sent ? " nak_sent" : "") << " in_msg " << int(rc.in_msg) << " out "
+           << (rc.out_tail - rc.out_head) << std::dec << ");";
       }
     }
     error_ = os.str();
@@ -652,7 +679,8 @@ bool parse_faults(const std::string& spec, LinkConfig* out, std::string* err) {
     } else if (key == "rate") {
       out->rate_gbps = v;
     } else {
-      *err = "unknown fault '" + key + "' (drop, dup, reorder, corrupt, delay, jitter, "
+      *err = "unknown fault '" + key +
+             "' (drop, dup, reorder, corrupt, delay, jitter, "
              "reorder_delay, rate)";
       return false;
     }

@@ -35,7 +35,7 @@ struct WorkloadConfig {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   uint32_t max_inflight_psns = 256;
-  LinkConfig link;  // faults on every host's uplink
+  LinkConfig link;                           // faults on every host's uplink
   uint64_t deadline_ns = 60'000'000'000ull;  // virtual time allowed
 };
 

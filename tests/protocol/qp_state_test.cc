@@ -50,8 +50,8 @@ class QpStateTest : public ::testing::Test {
     a.ah_attr.sgid_index = 1;
     return a;
   }
-  static constexpr uint32_t kRtrMask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                       kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  static constexpr uint32_t kRtrMask =
+      kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
   QpAttr rts_attr() {
     QpAttr a;
     a.qp_state = QpState::kRts;
@@ -242,8 +242,8 @@ TEST_F(QpStateTest, UdNeedsQkeyAndNoRemoteAttributes) {
 }
 
 TEST_F(QpStateTest, DestroyOrderIsEnforced) {
-  EXPECT_EQ(engine_->destroy_cq(cq_), EBUSY);       // a QP uses it
-  EXPECT_EQ(engine_->dealloc_pd(pd_), EBUSY);        // the QP is in it
+  EXPECT_EQ(engine_->destroy_cq(cq_), EBUSY);  // a QP uses it
+  EXPECT_EQ(engine_->dealloc_pd(pd_), EBUSY);  // the QP is in it
   ASSERT_EQ(engine_->destroy_qp(qp_), 0);
   EXPECT_EQ(engine_->destroy_cq(cq_), 0);
   EXPECT_EQ(engine_->dealloc_pd(pd_), 0);

@@ -53,9 +53,14 @@ TEST(Requester, WriteCarriesRethOnFirstAndImmOnLast) {
   ProtocolHarness h;
   const uint32_t m = h.mtu();
   Sge s{h.addr(), 2 * m, h.rkey()};
-  SendWr wr{.wr_id = 3, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kRdmaWriteWithImm,
-            .send_flags = kSendSignaled | kSendSolicited, .imm_data = 0x04030201,
-            .remote_addr = 0xABCD000, .rkey = 0x77};
+  SendWr wr{.wr_id = 3,
+            .sg_list = &s,
+            .num_sge = 1,
+            .opcode = WrOpcode::kRdmaWriteWithImm,
+            .send_flags = kSendSignaled | kSendSolicited,
+            .imm_data = 0x04030201,
+            .remote_addr = 0xABCD000,
+            .rkey = 0x77};
   ASSERT_EQ(h.qp()->post_send(wr), 0);
   auto out = h.exchange();
   ASSERT_EQ(out.size(), 2u);
@@ -77,8 +82,8 @@ TEST(Requester, NakSequenceErrorGoesBackN) {
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 4 * m), 0);
   ASSERT_EQ(h.exchange().size(), 4u);
   // The responder saw S0 and S0+1, then a gap: NAK with the PSN it expects.
-  auto out = h.exchange({h.peer_frame(op::kRcAck, S0 + 2,
-                                      h.aeth(static_cast<uint8_t>(NakCode::kPsnSeqError), 0))});
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcAck, S0 + 2, h.aeth(static_cast<uint8_t>(NakCode::kPsnSeqError), 0))});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].psn(), S0 + 2);
   EXPECT_EQ(out[0].opcode(), op::kRcSendMiddle);
@@ -199,8 +204,8 @@ TEST(Requester, RemoteAccessNakCompletesInErrorAndFlushes) {
   ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 100), 0);
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
   h.exchange();
-  h.exchange({h.peer_frame(op::kRcAck, S0,
-                           h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError)))});
+  h.exchange(
+      {h.peer_frame(op::kRcAck, S0, h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError)))});
   auto c = h.completions();
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
@@ -224,8 +229,13 @@ TEST(Requester, ReadRequestAndResponsesIntoScatterList) {
   ProtocolHarness h;
   const uint32_t m = h.mtu();
   Sge sg[2] = {{h.addr(0), 1000, h.rkey()}, {h.addr(5000), 2 * m - 1000 + 10, h.rkey()}};
-  SendWr wr{.wr_id = 9, .sg_list = sg, .num_sge = 2, .opcode = WrOpcode::kRdmaRead,
-            .send_flags = kSendSignaled, .remote_addr = 0x10000, .rkey = 0x55};
+  SendWr wr{.wr_id = 9,
+            .sg_list = sg,
+            .num_sge = 2,
+            .opcode = WrOpcode::kRdmaRead,
+            .send_flags = kSendSignaled,
+            .remote_addr = 0x10000,
+            .rkey = 0x55};
   ASSERT_EQ(h.qp()->post_send(wr), 0);
   auto out = h.exchange();
   ASSERT_EQ(out.size(), 1u);
@@ -310,7 +320,8 @@ TEST(Requester, ReadAtomicLimitAndFence) {
 
 TEST(Requester, AtomicResultLandsInLocalBuffer) {
   ProtocolHarness h;
-  ASSERT_EQ(h.post_send(WrOpcode::kAtomicFetchAndAdd, 1, 64, 8, kSendSignaled, 0x10000, 0x55, 3), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kAtomicFetchAndAdd, 1, 64, 8, kSendSignaled, 0x10000, 0x55, 3),
+            0);
   auto out = h.exchange();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].opcode(), op::kRcFetchAdd);
@@ -354,7 +365,10 @@ TEST(Requester, InlineDataIsCopiedAtPostTime) {
   ProtocolHarness h;
   std::memcpy(h.mem(), "inline!", 8);
   Sge s{h.addr(), 8, 0 /* lkey ignored for inline */};
-  SendWr wr{.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kSend,
+  SendWr wr{.wr_id = 1,
+            .sg_list = &s,
+            .num_sge = 1,
+            .opcode = WrOpcode::kSend,
             .send_flags = kSendSignaled | kSendInline};
   ASSERT_EQ(h.qp()->post_send(wr), 0);
   std::memcpy(h.mem(), "changed", 8);
@@ -366,7 +380,10 @@ TEST(Requester, InlineDataIsCopiedAtPostTime) {
 TEST(Requester, BadLkeyIsLocalProtectionError) {
   ProtocolHarness h;
   Sge s{h.addr(), 8, h.rkey() ^ 0x10000};
-  SendWr wr{.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = WrOpcode::kSend,
+  SendWr wr{.wr_id = 1,
+            .sg_list = &s,
+            .num_sge = 1,
+            .opcode = WrOpcode::kSend,
             .send_flags = kSendSignaled};
   ASSERT_EQ(h.qp()->post_send(wr), 0);
   EXPECT_TRUE(h.exchange().empty());

@@ -263,7 +263,8 @@ TEST(Responder, ReadIsSegmentedByMtu) {
   ProtocolHarness h;
   const uint32_t m = h.mtu();
   for (uint32_t i = 0; i < 4 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i * 7);
-  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 3 * m + 5))});
+  auto out =
+      h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 3 * m + 5))});
   ASSERT_EQ(out.size(), 4u);
   const uint8_t want_op[4] = {op::kRcReadRespFirst, op::kRcReadRespMiddle, op::kRcReadRespMiddle,
                               op::kRcReadRespLast};
@@ -318,7 +319,8 @@ TEST(Responder, DuplicateReadReexecutesFromTheRequestedPsn) {
 
 TEST(Responder, ReadWithBadRkeyIsRemoteAccessError) {
   ProtocolHarness h;
-  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey() ^ 0x10000, 64))});
+  auto out =
+      h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey() ^ 0x10000, 64))});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].opcode(), op::kRcAck);
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
@@ -346,7 +348,7 @@ TEST(Responder, FetchAddExecutesOnceAndDuplicatesReplayTheResult) {
   EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 1000u);
   EXPECT_EQ(out[0].msn(), 1u);
   out = h.exchange({req, req});  // the requester retries twice
-  ASSERT_EQ(out.size(), 1u);  // one answer queued for both duplicates
+  ASSERT_EQ(out.size(), 1u);     // one answer queued for both duplicates
   EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 1000u);
   std::memcpy(&v, h.mem() + 64, 8);
   EXPECT_EQ(v, 1005u);  // executed exactly once
@@ -357,9 +359,9 @@ TEST(Responder, CompareSwap) {
   ProtocolHarness h;
   uint64_t v = 7;
   std::memcpy(h.mem() + 64, &v, 8);
-  auto out = h.exchange({h.peer_frame(op::kRcCmpSwap, P0, atomic_eth(h.addr(64), h.rkey(), 9, 7)),
-                         h.peer_frame(op::kRcCmpSwap, psn_add(P0, 1),
-                                      atomic_eth(h.addr(64), h.rkey(), 11, 7))});
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcCmpSwap, P0, atomic_eth(h.addr(64), h.rkey(), 9, 7)),
+       h.peer_frame(op::kRcCmpSwap, psn_add(P0, 1), atomic_eth(h.addr(64), h.rkey(), 11, 7))});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 7u);
   EXPECT_EQ(out[1].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 9u);
@@ -369,7 +371,8 @@ TEST(Responder, CompareSwap) {
 
 TEST(Responder, MisalignedAtomicIsInvalidRequest) {
   ProtocolHarness h;
-  auto out = h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(68), h.rkey(), 1, 0))});
+  auto out =
+      h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(68), h.rkey(), 1, 0))});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
 }
@@ -378,7 +381,8 @@ TEST(Responder, AtomicWithoutAtomicAccessIsRemoteAccessError) {
   ProtocolHarness::Options o;
   o.mr_access = kAccessLocalWrite | kAccessRemoteWrite;
   ProtocolHarness h(o);
-  auto out = h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(64), h.rkey(), 1, 0))});
+  auto out =
+      h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(64), h.rkey(), 1, 0))});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
 }
@@ -451,14 +455,16 @@ TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
   f[24] = static_cast<uint8_t>(cs >> 8);
   f[25] = static_cast<uint8_t>(cs);
   const uint32_t icrc_off = static_cast<uint32_t>(f.size()) - 4;
-  roce::wire::icrc_write(f.data() + icrc_off, roce::wire::icrc_compute(f.data() + 14, icrc_off - 14, false));
+  roce::wire::icrc_write(f.data() + icrc_off,
+                         roce::wire::icrc_compute(f.data() + 14, icrc_off - 14, false));
   EXPECT_TRUE(h.exchange({f}).empty());
   EXPECT_EQ(h.engine().counters().rx_addr_mismatch, 1u);
   // A P_Key of another partition.
   auto g = h.peer_frame(roce::wire::op::kRcSendOnly, ProtocolHarness::kPeerPsn, {}, 8);
   g[42 + 2] = 0x80;
   g[42 + 3] = 0x05;
-  roce::wire::icrc_write(g.data() + icrc_off, roce::wire::icrc_compute(g.data() + 14, icrc_off - 14, false));
+  roce::wire::icrc_write(g.data() + icrc_off,
+                         roce::wire::icrc_compute(g.data() + 14, icrc_off - 14, false));
   EXPECT_TRUE(h.exchange({g}).empty());
   EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
 }

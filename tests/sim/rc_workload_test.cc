@@ -27,27 +27,38 @@ LinkConfig faults(double drop, double dup, double reorder, double corrupt) {
 }
 
 const Fault kFaults[] = {
-    {"clean", faults(0, 0, 0, 0)},          {"loss1", faults(0.01, 0, 0, 0)},
-    {"loss5", faults(0.05, 0, 0, 0)},       {"loss20", faults(0.20, 0, 0, 0)},
-    {"reorder", faults(0, 0, 0.05, 0)},     {"duplicate", faults(0, 0.05, 0, 0)},
-    {"corrupt", faults(0, 0, 0, 0.05)},     {"everything", faults(0.05, 0.03, 0.03, 0.03)},
+    {"clean", faults(0, 0, 0, 0)},      {"loss1", faults(0.01, 0, 0, 0)},
+    {"loss5", faults(0.05, 0, 0, 0)},   {"loss20", faults(0.20, 0, 0, 0)},
+    {"reorder", faults(0, 0, 0.05, 0)}, {"duplicate", faults(0, 0.05, 0, 0)},
+    {"corrupt", faults(0, 0, 0, 0.05)}, {"everything", faults(0.05, 0.03, 0.03, 0.03)},
 };
 
-const WrOpcode kOps[] = {WrOpcode::kSend,      WrOpcode::kSendWithImm,
-                         WrOpcode::kRdmaWrite, WrOpcode::kRdmaWriteWithImm,
-                         WrOpcode::kRdmaRead,  WrOpcode::kAtomicCmpAndSwp,
+const WrOpcode kOps[] = {WrOpcode::kSend,
+                         WrOpcode::kSendWithImm,
+                         WrOpcode::kRdmaWrite,
+                         WrOpcode::kRdmaWriteWithImm,
+                         WrOpcode::kRdmaRead,
+                         WrOpcode::kAtomicCmpAndSwp,
                          WrOpcode::kAtomicFetchAndAdd};
 
 std::string op_label(WrOpcode o) {
   switch (o) {
-    case WrOpcode::kSend: return "Send";
-    case WrOpcode::kSendWithImm: return "SendImm";
-    case WrOpcode::kRdmaWrite: return "Write";
-    case WrOpcode::kRdmaWriteWithImm: return "WriteImm";
-    case WrOpcode::kRdmaRead: return "Read";
-    case WrOpcode::kAtomicCmpAndSwp: return "CmpSwap";
-    case WrOpcode::kAtomicFetchAndAdd: return "FetchAdd";
-    default: return "X";
+    case WrOpcode::kSend:
+      return "Send";
+    case WrOpcode::kSendWithImm:
+      return "SendImm";
+    case WrOpcode::kRdmaWrite:
+      return "Write";
+    case WrOpcode::kRdmaWriteWithImm:
+      return "WriteImm";
+    case WrOpcode::kRdmaRead:
+      return "Read";
+    case WrOpcode::kAtomicCmpAndSwp:
+      return "CmpSwap";
+    case WrOpcode::kAtomicFetchAndAdd:
+      return "FetchAdd";
+    default:
+      return "X";
   }
 }
 
@@ -87,12 +98,12 @@ TEST_P(OpUnderFaults, EveryByteOnceInOrder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, OpUnderFaults,
-    ::testing::Combine(::testing::ValuesIn(kOps), ::testing::Range(0, 8)),
-    [](const ::testing::TestParamInfo<Param>& i) {
-      return op_label(std::get<0>(i.param)) + "_" + kFaults[std::get<1>(i.param)].name;
-    });
+INSTANTIATE_TEST_SUITE_P(Matrix, OpUnderFaults,
+                         ::testing::Combine(::testing::ValuesIn(kOps), ::testing::Range(0, 8)),
+                         [](const ::testing::TestParamInfo<Param>& i) {
+                           return op_label(std::get<0>(i.param)) + "_" +
+                                  kFaults[std::get<1>(i.param)].name;
+                         });
 
 // Mixed operations, several QPs and hosts, both GID families, unsignalled WQEs in between.
 TEST(Workload, MixedOpsManyQpsUnderFaults) {

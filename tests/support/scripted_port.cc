@@ -91,8 +91,9 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   a.min_rnr_timer = o.min_rnr_timer;
   a.ah_attr.dgid = peer_gid;
   a.ah_attr.sgid_index = o.ipv6 ? 0 : 1;
-  if (engine_->modify_qp(qp_, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                     kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
+  if (engine_->modify_qp(qp_, a,
+                         kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                             kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
     throw std::runtime_error("RTR");
   }
   a = QpAttr{};
@@ -102,8 +103,9 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   a.retry_cnt = o.retry_cnt;
   a.rnr_retry = o.rnr_retry;
   a.max_rd_atomic = o.max_rd_atomic;
-  if (engine_->modify_qp(qp_, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                                     kQpMaxQpRdAtomic)) {
+  if (engine_->modify_qp(
+          qp_, a,
+          kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic)) {
     throw std::runtime_error("RTS");
   }
   peer_path_.src_mac = peer_mac;

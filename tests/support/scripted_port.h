@@ -48,7 +48,7 @@ struct Emitted {
 class ProtocolHarness {
  public:
   static constexpr uint32_t kPeerQpn = 0x22;
-  static constexpr uint32_t kLocalPsn = 0x100;   // our sq_psn
+  static constexpr uint32_t kLocalPsn = 0x100;    // our sq_psn
   static constexpr uint32_t kPeerPsn = 0xFFFFF0;  // our rq_psn: near the wrap on purpose
 
   struct Options {
@@ -92,9 +92,9 @@ class ProtocolHarness {
   std::vector<Emitted> advance(uint64_t dt_ns);
   std::vector<Cqe> completions();
   void post_recv(uint64_t wr_id, uint64_t off, uint32_t len);
-  int post_send(WrOpcode op, uint64_t wr_id, uint64_t off, uint32_t len, uint8_t flags = kSendSignaled,
-                uint64_t remote_addr = 0x5000, uint32_t rkey = 0x1234, uint64_t cmp = 0,
-                uint64_t swap = 0);
+  int post_send(WrOpcode op, uint64_t wr_id, uint64_t off, uint32_t len,
+                uint8_t flags = kSendSignaled, uint64_t remote_addr = 0x5000,
+                uint32_t rkey = 0x1234, uint64_t cmp = 0, uint64_t swap = 0);
 
  private:
   Options opts_;

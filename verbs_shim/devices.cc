@@ -1,0 +1,316 @@
+// Devices and contexts: the device list from the stack's configuration (no DPDK started for
+// listing), opening a device (the stack instance is shared by every context of the process and
+// stops with the last one), closing, and clean-up at process exit.
+#include <pthread.h>
+#include <sched.h>
+#include <sys/auxv.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "dpdk/device.h"
+#include "dpdk/eal.h"
+#include "verbs_shim/shim.h"
+
+namespace roce::verbs {
+
+// --- the device registry ----------------------------------------------------------------------
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  // Devices live as long as the process: contexts and ibv_device pointers handed out stay valid.
+  std::vector<std::unique_ptr<ShimDevice>> devices;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: contexts may outlive static destructors
+  return *r;
+}
+
+void fill_ibv_device(ShimDevice* d) {
+  std::memset(&d->dev, 0, sizeof d->dev);
+  d->dev.node_type = IBV_NODE_CA;
+  d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE is the IB transport over Ethernet
+  std::snprintf(d->dev.name, sizeof d->dev.name, "%s", d->cfg.name.c_str());
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d", d->index);
+  // Nothing exists at these paths (the stack has no kernel device): sysfs reads fail cleanly.
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d",
+                d->index);
+  std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s",
+                d->cfg.name.c_str());
+}
+
+// EAL pins the thread that starts it to the main lcore's CPUs, and threads started afterwards
+// (the engine's) inherit that. Unless the configuration says otherwise, lcore 0 gets every CPU
+// the process may use, so starting the stack inside a verbs call does not pin the application.
+std::vector<std::string> eal_args_for(const DeviceConfig& cfg) {
+  std::vector<std::string> args = cfg.eal_args;
+  for (const auto& a : args) {
+    if (a.rfind("--lcores", 0) == 0 || a.rfind("-l", 0) == 0 || a.rfind("-c", 0) == 0) {
+      return args;
+    }
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return args;
+  std::string cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int e = c;
+    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) ++e;
+    if (!cpus.empty()) cpus += ',';
+    cpus += e == c ? std::to_string(c) : std::to_string(c) + "-" + std::to_string(e);
+    c = e;
+  }
+  if (!cpus.empty()) args.push_back("--lcores=0@(" + cpus + ")");
+  return args;
+}
+
+}  // namespace
+
+bool config_debug() {
+  const char* v = std::getenv("ROCE_DEBUG");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// --- opening and closing
+// ----------------------------------------------------------------------------
+
+namespace {
+
+// Starts the device's stack instance if this is its first context. 0 or an errno.
+int acquire_device(ShimDevice* d) {
+  std::lock_guard<std::mutex> lock(d->mu);
+  if (d->open_contexts == 0) {
+    DeviceConfig cfg = d->cfg;
+    cfg.eal_args = eal_args_for(cfg);
+    std::string err;
+    d->device = dpdk::Device::open(cfg, &err);
+    if (!d->device) {
+      std::fprintf(stderr, "libibverbs (roce): cannot open device %s: %s\n", cfg.name.c_str(),
+                   err.c_str());
+      return ENODEV;
+    }
+    d->mac = d->device->mac();
+    d->mac_known = true;
+    d->pump =
+        std::make_unique<EventPump>(d, &d->device->engine(), &d->device->runner(), cfg.inline_mode);
+  }
+  ++d->open_contexts;
+  return 0;
+}
+
+void release_device(ShimDevice* d) {
+  std::lock_guard<std::mutex> lock(d->mu);
+  if (--d->open_contexts > 0) return;
+  d->pump.reset();
+  d->device.reset();
+  std::lock_guard<std::mutex> rlock(d->reg_mu);
+  d->qps.clear();
+  d->cqs.clear();
+  d->srqs.clear();
+}
+
+int op_query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t attr_len) {
+  if (port != 1) return EINVAL;
+  ibv_port_attr a;
+  fill_port_attr(to_ctx(c), &a);
+  std::memcpy(attr, &a, std::min(attr_len, sizeof a));
+  return 0;
+}
+
+}  // namespace
+
+// query.cc
+int op_query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
+                       ibv_device_attr_ex* attr, size_t attr_size);
+// qp.cc / objects.cc
+ibv_qp* op_create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr);
+ibv_cq_ex* op_create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
+
+}  // namespace roce::verbs
+
+using namespace roce;
+using namespace roce::verbs;
+
+ibv_device** ibv_get_device_list(int* num_devices) {
+  return guard_ptr([&]() -> ibv_device** {
+    std::vector<DeviceConfig> cfgs;
+    std::string err;
+    // A set-user-ID program must not take a device (and with it EAL arguments) from its
+    // caller's environment.
+    if (getauxval(AT_SECURE)) {
+      if (config_debug()) std::fprintf(stderr, "libibverbs (roce): ignoring ROCE_* (setuid)\n");
+    } else if (!devices_from_env(&cfgs, &err)) {
+      std::fprintf(stderr, "libibverbs (roce): %s\n", err.c_str());
+      cfgs.clear();
+    }
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::vector<ShimDevice*> listed;
+    for (const DeviceConfig& c : cfgs) {
+      if (!validate(c, &err)) {
+        std::fprintf(stderr, "libibverbs (roce): %s\n", err.c_str());
+        continue;
+      }
+      ShimDevice* d = nullptr;
+      for (auto& existing : r.devices) {
+        if (existing->cfg.name == c.name) d = existing.get();
+      }
+      if (!d) {
+        r.devices.push_back(std::make_unique<ShimDevice>());
+        d = r.devices.back().get();
+        d->index = static_cast<int>(r.devices.size() - 1);
+        d->cfg = c;
+        fill_ibv_device(d);
+      } else {
+        std::lock_guard<std::mutex> dlock(d->mu);
+        if (d->open_contexts == 0) d->cfg = c;  // a later configuration applies at next open
+      }
+      if (std::find(listed.begin(), listed.end(), d) == listed.end()) listed.push_back(d);
+    }
+    if (cfgs.empty() && config_debug()) {
+      std::fprintf(stderr,
+                   "libibverbs (roce): no devices configured: set ROCE_CONFIG=<file> or "
+                   "ROCE_DEVICE=\"port=<DPDK devargs>; ipv4=<addr/len>; mtu=<bytes>\"\n");
+    }
+    auto** list = static_cast<ibv_device**>(std::calloc(listed.size() + 1, sizeof(ibv_device*)));
+    if (!list) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    for (size_t i = 0; i < listed.size(); ++i) list[i] = &listed[i]->dev;
+    if (num_devices) *num_devices = static_cast<int>(listed.size());
+    return list;
+  });
+}
+
+void ibv_free_device_list(ibv_device** list) { std::free(list); }
+
+const char* ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+
+int ibv_get_device_index(ibv_device*) {
+  return -1;  // no kernel device index (as rdma-core answers on kernels without netlink)
+}
+
+__be64 ibv_get_device_guid(ibv_device* device) { return device ? node_guid_be(to_dev(device)) : 0; }
+
+ibv_context* ibv_open_device(ibv_device* device) {
+  return guard_ptr([&]() -> ibv_context* {
+    if (!device) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    ShimDevice* d = to_dev(device);
+    auto ctx = std::make_unique<ShimContext>();  // allocated first: nothing to undo if it fails
+    if (int rc = acquire_device(d)) {
+      errno = rc;
+      return nullptr;
+    }
+    std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
+    ctx->dev = d;
+    ctx->device = d->device.get();
+    ctx->engine = &d->device->engine();
+    ctx->runner = &d->device->runner();
+    ctx->inline_mode = d->device->config().inline_mode;
+
+    verbs_context& v = ctx->vctx;
+    v.sz = sizeof(verbs_context);
+    v.query_port = &op_query_port;
+    v.query_device_ex = &op_query_device_ex;
+    v.create_qp_ex = &op_create_qp_ex;
+    v.create_cq_ex = &op_create_cq_ex;
+    ibv_context& c = v.context;
+    c.device = device;
+    c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    c.cmd_fd = -1;
+    c.num_comp_vectors = 1;
+    c.ops.poll_cq = &op_poll_cq;
+    c.ops.req_notify_cq = &op_req_notify_cq;
+    c.ops.post_send = &op_post_send;
+    c.ops.post_recv = &op_post_recv;
+    c.ops.post_srq_recv = &op_post_srq_recv;
+    // Blocking by default, as the kernel's uverbs event file is; applications that want
+    // non-blocking reads set O_NONBLOCK themselves (ibv_get_async_event(3)).
+    c.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (c.async_fd < 0) {
+      const int e = errno;
+      release_device(d);
+      errno = e;
+      return nullptr;
+    }
+    pthread_mutex_init(&c.mutex, nullptr);
+    return &ctx.release()->vctx.context;
+  });
+}
+
+int ibv_close_device(ibv_context* context) {
+  return guard_errno([&] {
+    if (!context) return EINVAL;
+    ShimContext* ctx = to_ctx(context);
+    // What the application left behind goes now, in dependency order (the kernel does the same
+    // for a closed uverbs file).
+    ContextObjects objs;
+    {
+      std::lock_guard<std::mutex> lock(ctx->obj_mu);
+      objs = std::move(ctx->objs);
+    }
+    for (ShimQp* o : objs.qps) destroy_qp_now(o, false);
+    for (ShimAh* o : objs.ahs) destroy_ah_now(o);
+    for (ShimSrq* o : objs.srqs) destroy_srq_now(o, false);
+    for (ShimMr* o : objs.mrs) dereg_mr_now(o);
+    for (ShimCq* o : objs.cqs) destroy_cq_now(o, false);
+    for (ShimPd* o : objs.pds) dealloc_pd_now(o);
+    for (ShimChannel* o : objs.channels) destroy_channel_now(o);
+    close(context->async_fd);
+    pthread_mutex_destroy(&context->mutex);
+    ShimDevice* d = ctx->dev;
+    delete ctx;
+    release_device(d);
+    return 0;
+  });
+}
+
+__attribute__((destructor)) static void roce_verbs_unload() {
+  try {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    bool any_open = false;
+    for (auto& d : r.devices) {
+      std::lock_guard<std::mutex> dlock(d->mu);
+      if (d->device) {
+        d->pump.reset();
+        d->device->runner().stop();
+        any_open = true;
+      }
+    }
+    if (!roce::dpdk::Eal::running()) return;
+    if (!any_open) {
+      roce::dpdk::Eal::cleanup();
+      return;
+    }
+    const std::string ours = "--file-prefix=roce-" + std::to_string(getpid());
+    const auto& args = roce::dpdk::Eal::args();
+    if (std::find(args.begin(), args.end(), ours) == args.end()) return;  // not our prefix
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    const std::string base = geteuid() == 0 ? "/var/run" : (xdg && *xdg ? xdg : "/tmp");
+    std::error_code ec;
+    std::filesystem::remove_all(base + "/dpdk/" + ours.substr(std::strlen("--file-prefix=")), ec);
+  } catch (...) {
+  }
+}
+
+// The verbs of this file that also exist at IBVERBS_1.0 (compat_1_0.cc).
+ROCE_DEFAULT_VERSION_1_1(ibv_get_device_list);
+ROCE_DEFAULT_VERSION_1_1(ibv_free_device_list);
+ROCE_DEFAULT_VERSION_1_1(ibv_get_device_name);
+ROCE_DEFAULT_VERSION_1_1(ibv_get_device_guid);
+ROCE_DEFAULT_VERSION_1_1(ibv_open_device);
+ROCE_DEFAULT_VERSION_1_1(ibv_close_device);

@@ -1,0 +1,285 @@
+// Asynchronous events: the per-device pump that moves Engine::next_async_event() to the
+// contexts' async_fds (an eventfd in semaphore mode counting a queue, so poll/epoll see it), the
+// registry that routes an event to its QP / CQ / SRQ, and ibv_get/ack_async_event with the
+// acknowledgement counting that destroy verbs wait on (as rdma-core's do).
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "verbs_shim/shim.h"
+
+namespace roce::verbs {
+
+// --- the event pump -----------------------------------------------------------------------------
+
+EventPump::EventPump(ShimDevice* dev, Engine* engine, EngineRunner* runner, bool inline_mode)
+    : dev_(dev), engine_(engine), runner_(runner), inline_(inline_mode) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EventPump::~EventPump() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void EventPump::loop() {
+  pthread_setname_np(pthread_self(), "roce-verbs-evt");
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    if (inline_) {
+      // Bounded: an application thread polling takes the engine lock and we back off.
+      for (int i = 0; i < 256 && runner_->poll(); ++i) {
+      }
+    }
+    dispatch();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(inline_ ? 1 : 2));
+  }
+}
+
+void EventPump::dispatch() {
+  while (std::optional<AsyncEvent> e = engine_->next_async_event()) deliver(*e);
+}
+
+void EventPump::deliver(const AsyncEvent& e) {
+  ibv_async_event ev;
+  std::memset(&ev, 0, sizeof ev);
+  std::lock_guard<std::mutex> lock(dev_->reg_mu);
+  ShimContext* ctx = nullptr;
+  // Mapped one by one (the values agree, abi_checks.cc): the element differs by event.
+  switch (e.type) {
+    case AsyncEventType::kCqErr: {
+      auto it = dev_->cqs.find(e.id);
+      if (it == dev_->cqs.end()) return;
+      ev.event_type = IBV_EVENT_CQ_ERR;
+      ev.element.cq = reinterpret_cast<ibv_cq*>(&it->second->cq);
+      ctx = it->second->ctx;
+      break;
+    }
+    case AsyncEventType::kSrqLimitReached: {
+      auto it = dev_->srqs.find(e.id);
+      if (it == dev_->srqs.end()) return;
+      ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+      ev.element.srq = &it->second->srq;
+      ctx = it->second->ctx;
+      break;
+    }
+    case AsyncEventType::kQpFatal:
+    case AsyncEventType::kQpReqErr:
+    case AsyncEventType::kQpAccessErr:
+    case AsyncEventType::kSqDrained:
+    case AsyncEventType::kQpLastWqeReached: {
+      auto it = dev_->qps.find(e.id);
+      if (it == dev_->qps.end()) return;
+      ev.event_type = e.type == AsyncEventType::kQpFatal       ? IBV_EVENT_QP_FATAL
+                      : e.type == AsyncEventType::kQpReqErr    ? IBV_EVENT_QP_REQ_ERR
+                      : e.type == AsyncEventType::kQpAccessErr ? IBV_EVENT_QP_ACCESS_ERR
+                      : e.type == AsyncEventType::kSqDrained   ? IBV_EVENT_SQ_DRAINED
+                                                               : IBV_EVENT_QP_LAST_WQE_REACHED;
+      ev.element.qp = &it->second->qpx.qp_base;
+      ctx = it->second->ctx;
+      break;
+    }
+    default:
+      return;
+  }
+  set_async_event(ctx, ev);
+}
+
+void set_async_event(ShimContext* ctx, const ibv_async_event& ev) {
+  {
+    std::lock_guard<std::mutex> lock(ctx->async_mu);
+    ctx->async_q.push_back(ev);
+  }
+  const uint64_t one = 1;
+  if (write(ctx->vctx.context.async_fd, &one, sizeof one) < 0) {
+    // eventfd counters do not overflow in practice; nothing else can fail here.
+  }
+}
+
+// --- registration for async events ---------------------------------------------------------------
+
+void register_qp(ShimQp* qp) {
+  std::lock_guard<std::mutex> lock(qp->ctx->dev->reg_mu);
+  qp->ctx->dev->qps[qp->qpx.qp_base.qp_num] = qp;
+}
+void register_cq(ShimCq* cq) {
+  std::lock_guard<std::mutex> lock(cq->ctx->dev->reg_mu);
+  cq->ctx->dev->cqs[cq->cq.handle] = cq;
+}
+void register_srq(ShimSrq* srq) {
+  std::lock_guard<std::mutex> lock(srq->ctx->dev->reg_mu);
+  srq->ctx->dev->srqs[srq->srq.handle] = srq;
+}
+
+namespace {
+// Drops queued events whose element is `what`; true for each dropped.
+template <typename Match>
+void purge_events(ShimContext* ctx, Match match) {
+  std::lock_guard<std::mutex> lock(ctx->async_mu);
+  ctx->async_q.erase(std::remove_if(ctx->async_q.begin(), ctx->async_q.end(), match),
+                     ctx->async_q.end());
+}
+bool is_qp_event(ibv_event_type t) {
+  switch (t) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      return true;
+    default:
+      return false;
+  }
+}
+// Under the context's async_mu.
+void count_delivery(const ibv_async_event& e) {
+  pthread_mutex_t* mu = nullptr;
+  uint32_t* counter = nullptr;
+  if (e.event_type == IBV_EVENT_CQ_ERR) {
+    mu = &e.element.cq->mutex;
+    counter = &to_cq(e.element.cq)->async_events_delivered;
+  } else if (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED || e.event_type == IBV_EVENT_SRQ_ERR) {
+    mu = &e.element.srq->mutex;
+    counter = &to_srq(e.element.srq)->async_events_delivered;
+  } else if (is_qp_event(e.event_type)) {
+    mu = &e.element.qp->mutex;
+    counter = &to_qp(e.element.qp)->async_events_delivered;
+  }
+  if (!mu) return;
+  pthread_mutex_lock(mu);
+  ++*counter;
+  pthread_mutex_unlock(mu);
+}
+}  // namespace
+
+void unregister_qp(ShimQp* qp, bool wait_acks) {
+  ShimDevice* dev = qp->ctx->dev;
+  {
+    std::lock_guard<std::mutex> lock(dev->reg_mu);
+    auto it = dev->qps.find(qp->qpx.qp_base.qp_num);  // (the engine's Qp is gone already)
+    if (it != dev->qps.end() && it->second == qp) dev->qps.erase(it);
+  }
+  ibv_qp* base = &qp->qpx.qp_base;
+  purge_events(qp->ctx, [base](const ibv_async_event& e) {
+    return is_qp_event(e.event_type) && e.element.qp == base;
+  });
+  if (!wait_acks) return;
+  pthread_mutex_lock(&base->mutex);
+  while (base->events_completed != qp->async_events_delivered) {
+    pthread_cond_wait(&base->cond, &base->mutex);
+  }
+  pthread_mutex_unlock(&base->mutex);
+}
+
+void forget_cq(ShimCq* cq) {
+  ShimDevice* dev = cq->ctx->dev;
+  std::lock_guard<std::mutex> lock(dev->reg_mu);
+  auto it = dev->cqs.find(cq->cq.handle);  // the CQ number
+  if (it != dev->cqs.end() && it->second == cq) dev->cqs.erase(it);
+}
+
+void drain_cq_events(ShimCq* cq, bool wait_acks) {
+  ibv_cq* base = reinterpret_cast<ibv_cq*>(&cq->cq);
+  purge_events(cq->ctx, [base](const ibv_async_event& e) {
+    return e.event_type == IBV_EVENT_CQ_ERR && e.element.cq == base;
+  });
+  // Completion events not yet read: the CQ is going away, drop them (the channel's eventfd may
+  // then count one more than it holds; ibv_get_cq_event skips such empty wake-ups).
+  if (ShimChannel* ch = cq->channel) {
+    std::lock_guard<std::mutex> lock(ch->mu);
+    ch->pending.erase(std::remove(ch->pending.begin(), ch->pending.end(), cq), ch->pending.end());
+  }
+  if (!wait_acks) return;
+  pthread_mutex_lock(&base->mutex);
+  while (base->comp_events_completed != cq->comp_events_delivered ||
+         base->async_events_completed != cq->async_events_delivered) {
+    pthread_cond_wait(&base->cond, &base->mutex);
+  }
+  pthread_mutex_unlock(&base->mutex);
+}
+
+void unregister_srq(ShimSrq* srq, bool wait_acks) {
+  ShimDevice* dev = srq->ctx->dev;
+  {
+    std::lock_guard<std::mutex> lock(dev->reg_mu);
+    auto it = dev->srqs.find(srq->srq.handle);  // the SRQ number
+    if (it != dev->srqs.end() && it->second == srq) dev->srqs.erase(it);
+  }
+  ibv_srq* base = &srq->srq;
+  purge_events(srq->ctx, [base](const ibv_async_event& e) {
+    return (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED || e.event_type == IBV_EVENT_SRQ_ERR) &&
+           e.element.srq == base;
+  });
+  if (!wait_acks) return;
+  pthread_mutex_lock(&base->mutex);
+  while (base->events_completed != srq->async_events_delivered) {
+    pthread_cond_wait(&base->cond, &base->mutex);
+  }
+  pthread_mutex_unlock(&base->mutex);
+}
+
+}  // namespace roce::verbs
+
+using namespace roce;
+using namespace roce::verbs;
+
+int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  return guard_minus1([&] {
+    ShimContext* ctx = to_ctx(context);
+    for (;;) {
+      uint64_t token;
+      // Blocks unless the application made async_fd non-blocking (then EAGAIN).
+      if (read(context->async_fd, &token, sizeof token) != sizeof token) return errno;
+      std::lock_guard<std::mutex> lock(ctx->async_mu);
+      if (ctx->async_q.empty()) continue;  // its element was destroyed meanwhile
+      *event = ctx->async_q.front();
+      ctx->async_q.pop_front();
+      // Count the delivery on the element while the queue is still locked: a destroy that
+      // purges the queue afterwards then waits for this event's acknowledgement.
+      count_delivery(*event);
+      return 0;
+    }
+  });
+}
+
+void ibv_ack_async_event(ibv_async_event* event) {
+  if (!event) return;
+  pthread_mutex_t* mu = nullptr;
+  pthread_cond_t* cond = nullptr;
+  uint32_t* counter = nullptr;
+  if (event->event_type == IBV_EVENT_CQ_ERR) {
+    ibv_cq* cq = event->element.cq;
+    mu = &cq->mutex, cond = &cq->cond, counter = &cq->async_events_completed;
+  } else if (event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED ||
+             event->event_type == IBV_EVENT_SRQ_ERR) {
+    ibv_srq* srq = event->element.srq;
+    mu = &srq->mutex, cond = &srq->cond, counter = &srq->events_completed;
+  } else if (is_qp_event(event->event_type)) {
+    ibv_qp* qp = event->element.qp;
+    mu = &qp->mutex, cond = &qp->cond, counter = &qp->events_completed;
+  }
+  if (!mu) return;  // port / device events carry nothing to count
+  pthread_mutex_lock(mu);
+  ++*counter;
+  pthread_cond_signal(cond);
+  pthread_mutex_unlock(mu);
+}
+
+// At unload (process exit): stop the engines of devices the application left open, and leave
+// nothing behind in EAL's runtime directory (/var/run/dpdk/roce-<pid>): after a clean close
+// EAL is cleaned up; with devices still open (an application that exits without closing, or
+// on an error path) EAL cannot be, so its directory is removed by hand.
+// The verbs of this file that also exist at IBVERBS_1.0 (compat_1_0.cc).
+ROCE_DEFAULT_VERSION_1_1(ibv_get_async_event);
+ROCE_DEFAULT_VERSION_1_1(ibv_ack_async_event);
