@@ -197,6 +197,16 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 
   rte_eth_conf conf;
   std::memset(&conf, 0, sizeof(conf));
+  // Drivers' reported limits are not all real: net_af_packet reports 1518-byte frames and
+  // carries whatever its frame slots hold (checked above), so the device MTU is clamped to
+  // what ethdev accepts. net_tap enforces its limit on transmit, where an oversize frame would
+  // be refused for ever: refuse such an mtu now.
+  if (config.mtu > max_device_mtu(info) && std::strcmp(info.driver_name, "net_tap") == 0) {
+    return fail("mtu " + std::to_string(config.mtu) + " exceeds net_tap's maximum of " +
+                std::to_string(max_device_mtu(info)) + " (frames up to " +
+                std::to_string(info.max_rx_pktlen) + " B): use mtu " +
+                std::to_string(max_device_mtu(info)) + " or less (RoCE path MTU 1024)");
+  }
   port->device_mtu_ = std::clamp<uint32_t>(config.mtu, info.min_mtu, max_device_mtu(info));
   conf.rxmode.mtu = port->device_mtu_;
   // The engine sends only mbufs of this pool with refcnt 1, the condition for fast free.

@@ -1,6 +1,7 @@
 // How DpdkPort sizes itself for net_af_packet, whose frame slots (framesz) bound both the frames
-// it carries and the mbufs it accepts. Runs on the loopback interface of a network namespace of
-// the test's own (unshare), so nothing outside the test is touched; needs root.
+// it carries and the mbufs it accepts; and for net_tap, which enforces its MTU on transmit. Runs on
+// the loopback interface of a network namespace of the test's own (unshare), so nothing outside the
+// test is touched; needs root.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
@@ -56,6 +57,19 @@ TEST_F(AfPacket, SizesMbufsForItsFrameSlots) {
   // ...and ethdev caps the configured MTU at the 1518-byte frame the driver reports, which it
   // exceeds in practice (frames up to the slot size pass).
   EXPECT_EQ(port->device_mtu(), 1500u);
+}
+
+// net_tap refuses to transmit frames above its 1522-byte limit, so a larger mtu is refused at
+// open, in one line that says what to use; 1500 opens.
+TEST_F(AfPacket, TapRefusesAnMtuItWouldNotTransmit) {
+  if (access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun";
+  std::string error;
+  EXPECT_EQ(DpdkPort::open("net_tap0,iface=rtest0", config(4200), &error), nullptr);
+  EXPECT_NE(error.find("mtu 4200 exceeds net_tap's maximum of"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+  auto port = DpdkPort::open("net_tap0,iface=rtest0", config(1500), &error);
+  ASSERT_NE(port, nullptr) << error;
+  EXPECT_EQ(port->driver(), "net_tap");
 }
 
 }  // namespace
