@@ -50,38 +50,58 @@ WcStatus nak_status(uint8_t syndrome) {
 }
 }  // namespace
 
+static constexpr uint8_t kMaxGapBackoff = 6;
+
 static uint64_t gap_holdoff_ns(const Qp& qp) {
   const uint64_t h = local_ack_timeout_ns(qp.attr_.timeout) / 16;
-  return h == 0 ? 100'000 : std::clamp<uint64_t>(h, 8'000, 1'000'000);
+  const uint64_t base = h == 0 ? 100'000 : std::clamp<uint64_t>(h, 8'000, 1'000'000);
+  return base << qp.snd_.gap_backoff;
 }
 
 // A gap in the responses (a missing READ response, an implicit NAK) starts a go-back-N retry
 // from comp_psn, at most once per hold-off: the stream being replaced keeps arriving for about
 // a round trip and must not trigger retries of its own. Losses the hold-off hides are caught by
-// the next gap after it, or by the local ACK timeout.
+// the next gap after it, or by the local ACK timeout. When a hold-off ends without any answer
+// to the last retry (comp_psn has not moved), the peer is slower than the hold-off: it doubles
+// (up to 64x) instead of asking again for the whole window; any progress resets it.
 bool Engine::gap_retry_allowed(Qp& qp) {
   auto& s = qp.snd_;
-  const uint64_t holdoff = gap_holdoff_ns(qp);
-  if (s.gap_retried && now_ - s.last_gap_retry_ns < holdoff) {
-    // Owed: the retransmit timer fires at the end of the hold-off to settle it.
+  const auto owe = [&] {  // the retransmit timer fires at the end of the hold-off to settle it
     if (!s.gap_owed) {
       s.gap_owed = true;
-      arm_retransmit(qp);
+      rearm_retransmit(qp);
     }
     return false;
+  };
+  if (s.gap_retried && now_ - s.last_gap_retry_ns < gap_holdoff_ns(qp)) return owe();
+  if (s.gap_retried && s.comp_psn == s.gap_retry_psn) {
+    if (s.gap_backoff < kMaxGapBackoff) {
+      ++s.gap_backoff;
+      s.gap_owed = false;  // re-armed for the longer hold-off
+      return owe();
+    }
+  } else {
+    s.gap_backoff = 0;
   }
   s.gap_retried = true;
   s.gap_owed = false;
   s.last_gap_retry_ns = now_;
+  s.gap_retry_psn = s.comp_psn;
   return true;
 }
 
 // The retransmit timer serves two deadlines: the local ACK timeout (IBA 9.7.6.1.3; timeout 0
-// waits forever) and the end of a gap hold-off with a retry owed.
+// waits forever), restarted here, and the end of a gap hold-off with a retry owed.
 void Engine::arm_retransmit(Qp& qp) {
-  auto& s = qp.snd_;
   const uint64_t t = local_ack_timeout_ns(qp.attr_.timeout);
-  uint64_t at = t ? now_ + t : UINT64_MAX;
+  qp.snd_.ack_deadline_ns = t ? now_ + t : UINT64_MAX;
+  rearm_retransmit(qp);
+}
+
+// The same timer for the same ACK deadline: a gap owed or settled is not progress.
+void Engine::rearm_retransmit(Qp& qp) {
+  auto& s = qp.snd_;
+  uint64_t at = s.ack_deadline_ns;
   if (s.gap_owed) at = std::min(at, s.last_gap_retry_ns + gap_holdoff_ns(qp));
   if (at == UINT64_MAX) {
     timers_.cancel(s.retransmit);
@@ -328,12 +348,18 @@ void Engine::comp_timeout(Qp& qp) {
   auto& s = qp.snd_;
   if (qp.attr_.qp_state != QpState::kRts && qp.attr_.qp_state != QpState::kSqd) return;
   if (psn_diff(s.max_psn, s.comp_psn) <= 0 || s.rnr_wait) return;
-  if (s.gap_owed) {
-    // The end of a gap hold-off, not a timeout: retry without spending the retry budget.
-    if (gap_retry_allowed(qp)) req_rewind(qp, s.comp_psn);
-    arm_retransmit(qp);
+  if (s.gap_owed && now_ < s.ack_deadline_ns) {
+    // The end of a gap hold-off, not a timeout: retry without spending the retry budget (a
+    // retry restarts the ACK timer; a longer hold-off keeps its deadline).
+    if (gap_retry_allowed(qp)) {
+      req_rewind(qp, s.comp_psn);
+      arm_retransmit(qp);
+    } else {
+      rearm_retransmit(qp);
+    }
     return;
   }
+  s.gap_owed = false;
   ++qp.counters_.local_ack_timeouts;
   if (s.retry_left == 0) {
     comp_error(qp, WcStatus::kRetryExcErr);

@@ -212,6 +212,9 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
       q->path_.dst_mac = *mac;
       q->path_ready_ = true;
       schedule_req(*q);
+      // The responder left its schedule while the path was not ready, perhaps with ACKs or
+      // READ responses queued: they go now.
+      if (q->rcv_.out_head != q->rcv_.out_tail) schedule_resp(*q);
     }
   }
   for (auto& h : ahs_) {

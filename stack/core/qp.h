@@ -144,7 +144,13 @@ class Qp {
     bool rnr_wait = false;
     // Gap-triggered rewinds (missing READ responses, implicit NAKs) are spaced by a hold-off,
     // so the responses of the stream being replaced drain before the next one is asked for.
+    // Each hold-off that ends with the last retry unanswered (comp_psn has not moved) doubles
+    // the next, up to 64x: a peer slower than the hold-off is not flooded with re-requests;
+    // the local ACK timeout still retransmits.
+    uint64_t ack_deadline_ns = UINT64_MAX;  // the local ACK timeout, while armed
     uint64_t last_gap_retry_ns = 0;
+    uint32_t gap_retry_psn = 0;  // comp_psn when the last gap retry was made
+    uint8_t gap_backoff = 0;     // the hold-off is gap_holdoff_ns << gap_backoff
     bool gap_retried = false;
     bool gap_owed = false;       // a gap seen during the hold-off: retry when it ends
     bool active = false;         // on the engine's requester list

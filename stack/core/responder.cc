@@ -46,6 +46,7 @@ void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     if (tail.kind == RespOut::kAck && wire::aeth_type(tail.syndrome) == wire::AethType::kAck) {
       tail.psn = psn;
       tail.msn = r.msn;
+      schedule_resp(qp);  // (a no-op when scheduled; the queue is not empty either way)
       return;
     }
   }

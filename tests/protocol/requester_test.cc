@@ -282,6 +282,55 @@ TEST(Requester, MissingReadResponseReRequestsTheRest) {
   EXPECT_EQ(r.dma_length.get(), 2 * m);
 }
 
+// A peer slower than the gap hold-off: stragglers of the replaced stream keep showing the gap,
+// but while nothing answers the re-request the requester does not ask again at the end of each
+// hold-off (rxe under emulation got the whole READ window re-requested every millisecond); the
+// hold-off doubles instead, and progress brings it back.
+TEST(Requester, UnansweredGapRetriesBackOff) {
+  ProtocolHarness h;  // timeout 10: 4.19 ms local ACK timeout, 262 us gap hold-off
+  const uint64_t holdoff = 4'194'304 / 16;
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 8 * m, kSendSignaled, 0x10000, 0x55), 0);
+  h.exchange();
+  auto reads = [](const std::vector<Emitted>& out) {
+    int n = 0;
+    for (const Emitted& e : out) n += e.opcode() == op::kRcReadRequest;
+    return n;
+  };
+  // The first response is lost: the gap is seen and the rest re-requested at once.
+  auto out = h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 1, {}, m)});
+  ASSERT_EQ(reads(out), 1);
+  // Stragglers of the first stream keep arriving for longer than a hold-off; the peer has not
+  // answered the re-request.
+  int retries = 0;
+  for (uint32_t i = 2; i < 7; ++i) {
+    retries += reads(h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + i, {}, m)}));
+    retries += reads(h.advance(holdoff / 2 + 1000));
+  }
+  // 2.5 hold-offs passed: before, two more whole-window retries; now each hold-off that ends
+  // unanswered doubles the next, and the local ACK timeout (4.19 ms after the READ was sent)
+  // is what asks again.
+  EXPECT_EQ(retries, 0);
+  EXPECT_GE(h.qp()->snd_.gap_backoff, 1);
+  retries += reads(h.advance(4'194'304 - 3 * holdoff - 10'000));
+  EXPECT_EQ(retries, 0);
+  retries += reads(h.advance(300'000));
+  EXPECT_EQ(retries, 1) << "the local ACK timeout retries";
+  EXPECT_EQ(h.qp()->counters_.local_ack_timeouts, 1u);
+  // The re-request is answered from the start: progress resets the hold-off.
+  h.exchange({h.peer_frame(op::kRcReadRespFirst, S0, h.aeth(kAck, 1), m)});
+  out = h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 2, {}, m)});  // S0+1 is lost
+  EXPECT_EQ(reads(out), 1) << "progress was made, the last retry is old: a retry at once";
+  EXPECT_EQ(h.qp()->snd_.gap_backoff, 0);
+  // A gap again, unanswered: held off for one (undoubled) hold-off, then retried.
+  out = h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 3, {}, m)});
+  EXPECT_EQ(reads(out), 0);
+  h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 1, {}, m)});        // progress: S0+1 arrives
+  out = h.exchange({h.peer_frame(op::kRcReadRespMiddle, S0 + 4, {}, m)});  // S0+2.. re-asked
+  EXPECT_EQ(reads(out), 0) << "inside the hold-off";
+  EXPECT_EQ(reads(h.advance(holdoff + 10'000)), 1) << "answered: retried after one hold-off";
+}
+
 TEST(Requester, AckBeyondAReadIsAnImplicitNak) {
   ProtocolHarness h;
   ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 64, kSendSignaled, 0x10000, 0x55), 0);

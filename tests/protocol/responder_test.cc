@@ -37,6 +37,29 @@ TEST(Responder, SendOnlyIsAckedWithPsnAndMsn) {
   EXPECT_EQ(h.mem()[5], static_cast<uint8_t>(P0 + 5));
 }
 
+// Requests that arrive before the peer's MAC is resolved are executed, and their ACK leaves
+// once the neighbour resolves. The responder used to leave its schedule with the ACK queued and
+// never come back (on_neighbor_resolved rescheduled only the requester): found against rxe
+// when our first ARP reply was lost.
+TEST(Responder, AcksQueuedBeforeTheNeighbourResolvesAreSentAfterIt) {
+  ProtocolHarness::Options o;
+  o.peer_mac_known = false;
+  ProtocolHarness h(o);
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 100)});
+  EXPECT_TRUE(out.empty()) << "no path to the peer yet";
+  out = h.exchange({h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 50)});
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.completions().size(), 2u);  // both executed
+  h.resolve_peer();
+  out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);  // the coalesced ACK
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  EXPECT_EQ(out[0].msn(), 2u);
+}
+
 TEST(Responder, MultiPacketSendAckedOnceOnLast) {
   ProtocolHarness h;
   h.post_recv(1, 0, 4096);

@@ -60,7 +60,9 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   const Gid peer_gid = o.ipv6 ? Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
                               : Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};
   const Mac peer_mac{0x02, 0, 0, 0, 0, 0x02};
-  engine_->neighbors().add_static(peer_gid, peer_mac);
+  peer_gid_ = peer_gid;
+  peer_mac_ = peer_mac;
+  if (o.peer_mac_known) engine_->neighbors().add_static(peer_gid, peer_mac);
   const uint32_t pd = engine_->alloc_pd();
   mem_.assign(1 << 20, 0);
   if (engine_->reg_mr(pd, mem_.data(), mem_.size(), addr(), o.mr_access, &key_)) {
@@ -168,6 +170,11 @@ static std::vector<Emitted> parse_all(std::vector<std::vector<uint8_t>> frames) 
   }
   // The info points into e.bytes: vectors were moved, their buffers stayed put.
   return out;
+}
+
+void ProtocolHarness::resolve_peer() {
+  engine_->neighbors().learn(peer_gid_, peer_mac_);
+  engine_->on_neighbor_resolved(peer_gid_);
 }
 
 std::vector<Emitted> ProtocolHarness::exchange(std::vector<std::vector<uint8_t>> frames) {

@@ -63,6 +63,7 @@ class ProtocolHarness {
     uint32_t mr_access =
         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
     bool ipv6 = false;
+    bool peer_mac_known = true;  // false: the peer's MAC is unresolved until resolve_peer()
   };
   explicit ProtocolHarness(const Options& o);
   ProtocolHarness() : ProtocolHarness(Options{}) {}
@@ -77,6 +78,8 @@ class ProtocolHarness {
   VirtualClock& clock() { return clock_; }
   ScriptedPort& port() { return port_; }
   void destroy_engine() { engine_.reset(); }
+  // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.
+  void resolve_peer();
 
   // Frames the peer sends to our QP.
   std::vector<uint8_t> peer_frame(uint8_t opcode, uint32_t psn, const wire::ExtHeaders& ext,
@@ -106,6 +109,8 @@ class ProtocolHarness {
   std::vector<uint8_t> mem_;
   uint32_t key_ = 0;
   wire::PathSpec peer_path_;  // from the peer to us
+  Gid peer_gid_{};
+  Mac peer_mac_{};
 };
 
 }  // namespace roce::test
