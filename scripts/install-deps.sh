@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian 12 packages. Idempotent:
 # packages already present are skipped, and apt-get runs only when something is missing.
-#   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh --interop  also the qemu/rxe guest tooling (issue: interop)
+#   scripts/install-deps.sh            build + test dependencies (with the qemu/rxe guest tooling)
 set -euo pipefail
 
 pkgs=(
@@ -13,12 +12,10 @@ pkgs=(
   libibverbs-dev ibverbs-utils rdma-core
   clang clang-format libclang-rt-14-dev llvm
   tshark python3 python3-scapy gnuplot-nox perftest
-  iproute2 iputils-ping procps valgrind
+  iproute2 iputils-ping procps valgrind qemu-system-x86 busybox-static cpio kmod
+  iperf3 sockperf
   libbsd-dev libnuma-dev librdmacm1
 )
-if [[ "${1:-}" == "--interop" ]]; then
-  pkgs+=(qemu-system-x86 busybox-static cpio kmod)
-fi
 
 missing=()
 for p in "${pkgs[@]}"; do

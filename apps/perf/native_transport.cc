@@ -1,0 +1,238 @@
+#include "apps/perf/native_transport.h"
+
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dpdk/device.h"
+#include "stack/core/counters_format.h"
+
+namespace roce::perf {
+
+namespace {
+std::string errno_text(int rc) {
+  return std::string(std::strerror(rc)) + " (" + std::to_string(rc) + ")";
+}
+}  // namespace
+
+std::unique_ptr<NativeTransport> NativeTransport::open(const DeviceConfig& cfg, std::string* err) {
+  std::unique_ptr<NativeTransport> t(new NativeTransport());
+  t->dev_ = dpdk::Device::open(cfg, err);
+  if (!t->dev_) return nullptr;
+  t->inline_ = cfg.inline_mode;
+  t->info_.name = cfg.name;
+  t->info_.gids = t->dev_->gids();
+  t->info_.active_mtu = t->dev_->active_mtu();
+  t->info_.max_inline = kMaxInlineData;
+  t->info_.max_rd_atomic = kMaxRdAtomic;
+  t->info_.max_qp_wr = kMaxQpWr;
+  return t;
+}
+
+NativeTransport::~NativeTransport() { close(); }
+
+void NativeTransport::close() {
+  if (!dev_) return;
+  dev_->runner().run([this] {
+    Engine& e = dev_->engine();
+    for (Qp* q : qps_) e.destroy_qp(q);
+    for (uint32_t k : mr_keys_) e.dereg_mr(k);
+    if (send_cq_) e.destroy_cq(send_cq_);
+    if (recv_cq_) e.destroy_cq(recv_cq_);
+    if (have_pd_) e.dealloc_pd(pd_);
+  });
+  qps_.clear();
+  mr_keys_.clear();
+  send_cq_ = recv_cq_ = nullptr;
+  have_pd_ = false;
+  dev_.reset();  // stops the engine, flushes the capture, stops the port
+}
+
+bool NativeTransport::create_qps(const QpSetup& s, std::string* err) {
+  const uint32_t list = s.max_post_list ? s.max_post_list : 1;
+  wr_scratch_.assign(list, SendWr{});
+  sge_scratch_.assign(list, Sge{});
+  cqe_scratch_.assign(64, Cqe{});
+  std::string why;
+  const bool ok = dev_->runner().run([&] {
+    Engine& e = dev_->engine();
+    if (!have_pd_) {
+      pd_ = e.alloc_pd();
+      have_pd_ = true;
+    }
+    int rc = 0;
+    send_cq_ = e.create_cq(s.send_cq_depth, &rc);
+    if (!send_cq_) {
+      why = "cannot create a CQ of " + std::to_string(s.send_cq_depth) + ": " + errno_text(rc);
+      return false;
+    }
+    if (s.recv_cq_depth) {
+      recv_cq_ = e.create_cq(s.recv_cq_depth, &rc);
+      if (!recv_cq_) {
+        why = "cannot create a CQ of " + std::to_string(s.recv_cq_depth) + ": " + errno_text(rc);
+        return false;
+      }
+    }
+    for (uint32_t i = 0; i < s.num_qps; ++i) {
+      QpInitAttr ia;
+      ia.type = QpType::kRc;
+      ia.pd = pd_;
+      ia.send_cq = send_cq_;
+      ia.recv_cq = recv_cq_ ? recv_cq_ : send_cq_;
+      ia.cap.max_send_wr = s.max_send_wr;
+      ia.cap.max_recv_wr = s.max_recv_wr;
+      ia.cap.max_send_sge = 1;
+      ia.cap.max_recv_sge = 1;
+      ia.cap.max_inline_data = s.max_inline;
+      Qp* q = e.create_qp(ia, &rc);
+      if (!q) {
+        why = "cannot create QP " + std::to_string(i) + ": " + errno_text(rc);
+        return false;
+      }
+      qps_.push_back(q);
+    }
+    return true;
+  });
+  if (!ok) *err = why;
+  return ok;
+}
+
+uint32_t NativeTransport::qpn(uint32_t qp) const { return qps_[qp]->qpn(); }
+
+bool NativeTransport::reg_mr(void* addr, uint64_t length, uint32_t access, MemoryRegion* out,
+                             std::string* err) {
+  uint32_t key = 0;
+  const int rc = dev_->runner().run([&] {
+    Engine& e = dev_->engine();
+    if (!have_pd_) {
+      pd_ = e.alloc_pd();
+      have_pd_ = true;
+    }
+    // IOVA = virtual address, as ibv_reg_mr does: the peer's perftest sends our VAs back.
+    return e.reg_mr(pd_, addr, length, reinterpret_cast<uint64_t>(addr), access, &key);
+  });
+  if (rc) {
+    *err = "cannot register " + std::to_string(length) + " bytes: " + errno_text(rc);
+    return false;
+  }
+  mr_keys_.push_back(key);
+  out->addr = static_cast<uint8_t*>(addr);
+  out->length = length;
+  out->lkey = key;
+  out->rkey = key;
+  return true;
+}
+
+bool NativeTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* err) {
+  Qp* q = qps_[qp];
+  const char* step = "INIT";
+  const int rc = dev_->runner().run([&] {
+    Engine& e = dev_->engine();
+    QpAttr attr;
+    attr.qp_state = QpState::kInit;
+    attr.pkey_index = 0;
+    attr.port_num = 1;
+    attr.qp_access_flags = a.access;
+    if (int r = e.modify_qp(q, attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) {
+      return r;
+    }
+    step = "RTR";
+    attr = QpAttr{};
+    attr.qp_state = QpState::kRtr;
+    attr.path_mtu = a.path_mtu;
+    attr.dest_qp_num = a.dest_qpn;
+    attr.rq_psn = a.rq_psn;
+    attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    attr.min_rnr_timer = a.min_rnr_timer;
+    attr.ah_attr.is_global = true;
+    attr.ah_attr.dgid = a.dgid;
+    attr.ah_attr.sgid_index = a.sgid_index;
+    attr.ah_attr.hop_limit = a.hop_limit;
+    attr.ah_attr.traffic_class = a.traffic_class;
+    attr.ah_attr.sl = a.sl;
+    attr.ah_attr.port_num = 1;
+    if (int r = e.modify_qp(q, attr,
+                            kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
+      return r;
+    }
+    if (!a.to_rts) return 0;
+    step = "RTS";
+    attr = QpAttr{};
+    attr.qp_state = QpState::kRts;
+    attr.sq_psn = a.sq_psn;
+    attr.timeout = a.timeout;
+    attr.retry_cnt = a.retry_cnt;
+    attr.rnr_retry = a.rnr_retry;
+    attr.max_rd_atomic = a.max_rd_atomic;
+    return e.modify_qp(
+        q, attr, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  });
+  if (rc) {
+    *err = std::string("cannot move QP ") + std::to_string(q->qpn()) + " to " + step + ": " +
+           errno_text(rc);
+    return false;
+  }
+  return true;
+}
+
+int NativeTransport::post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) {
+  static constexpr WrOpcode kOpcode[] = {WrOpcode::kSend, WrOpcode::kRdmaWrite, WrOpcode::kRdmaRead,
+                                         WrOpcode::kAtomicFetchAndAdd, WrOpcode::kAtomicCmpAndSwp};
+  if (n > wr_scratch_.size()) return EINVAL;
+  for (uint32_t i = 0; i < n; ++i) {
+    const WorkRequest& w = wrs[i];
+    sge_scratch_[i] = Sge{w.local_addr, w.length, w.lkey};
+    SendWr& s = wr_scratch_[i];
+    s.wr_id = w.wr_id;
+    s.sg_list = &sge_scratch_[i];
+    s.num_sge = w.length ? 1 : 0;
+    s.opcode = kOpcode[static_cast<unsigned>(w.op)];
+    s.send_flags =
+        static_cast<uint8_t>((w.signaled ? kSendSignaled : 0) | (w.inline_data ? kSendInline : 0));
+    s.remote_addr = w.remote_addr;
+    s.rkey = w.rkey;
+    s.compare_add = w.compare_add;
+    s.swap = w.swap;
+  }
+  if (n == 1) return qps_[qp]->post_send(wr_scratch_[0]);
+  uint32_t bad = 0;
+  return qps_[qp]->post_send_list(wr_scratch_.data(), n, &bad);
+}
+
+int NativeTransport::post_recv(uint32_t qp, const RecvRequest* wrs, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    Sge sge{wrs[i].addr, wrs[i].length, wrs[i].lkey};
+    if (int rc = qps_[qp]->post_recv(RecvWr{wrs[i].wr_id, &sge, 1})) return rc;
+  }
+  return 0;
+}
+
+int NativeTransport::poll_cq(CompletionQueue* cq, Completion* out, int n) {
+  if (n > static_cast<int>(cqe_scratch_.size())) n = static_cast<int>(cqe_scratch_.size());
+  const int got = cq->poll(cqe_scratch_.data(), n);
+  for (int i = 0; i < got; ++i) {
+    const Cqe& c = cqe_scratch_[static_cast<size_t>(i)];
+    out[i] = Completion{c.wr_id, c.status, c.byte_len, c.qp_num};
+  }
+  return got;
+}
+
+int NativeTransport::poll_send(Completion* out, int n) { return poll_cq(send_cq_, out, n); }
+
+int NativeTransport::poll_recv(Completion* out, int n) {
+  return poll_cq(recv_cq_ ? recv_cq_ : send_cq_, out, n);
+}
+
+void NativeTransport::progress() {
+  if (inline_) dev_->runner().poll();
+}
+
+void NativeTransport::relax() {
+  if (!inline_) sched_yield();
+}
+
+std::string NativeTransport::counters_text() { return dev_ ? dev_->counters_text() : ""; }
+
+}  // namespace roce::perf

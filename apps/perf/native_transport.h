@@ -1,0 +1,66 @@
+// Transport over the stack's native API: a roce::dpdk::Device (EAL, port, engine, neighbour
+// agent, runner) and its engine's objects. Control operations run on the engine thread through
+// the runner; posts and polls go straight to the QP and CQ rings from the caller's thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/perf/transport.h"
+#include "stack/core/queues.h"
+#include "stack/device_config.h"
+
+namespace roce {
+class Qp;
+namespace dpdk {
+class Device;
+}
+}  // namespace roce
+
+namespace roce::perf {
+
+class NativeTransport final : public Transport {
+ public:
+  // Opens the device (starts EAL once per process); nullptr and *err on failure.
+  static std::unique_ptr<NativeTransport> open(const DeviceConfig& cfg, std::string* err);
+  ~NativeTransport() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  bool create_qps(const QpSetup& setup, std::string* err) override;
+  uint32_t qpn(uint32_t qp) const override;
+  bool reg_mr(void* addr, uint64_t length, uint32_t access, MemoryRegion* out,
+              std::string* err) override;
+  bool connect(uint32_t qp, const ConnectAttr& attr, std::string* err) override;
+
+  int post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) override;
+  int post_recv(uint32_t qp, const RecvRequest* wrs, uint32_t n) override;
+  int poll_send(Completion* out, int n) override;
+  int poll_recv(Completion* out, int n) override;
+  void progress() override;
+  void relax() override;
+  bool inline_engine() const override { return inline_; }
+
+  std::string counters_text() override;
+  void close() override;
+
+ private:
+  NativeTransport() = default;
+  int poll_cq(CompletionQueue* cq, Completion* out, int n);
+
+  std::unique_ptr<dpdk::Device> dev_;
+  DeviceInfo info_;
+  bool inline_ = false;
+  uint32_t pd_ = 0;
+  bool have_pd_ = false;
+  CompletionQueue* send_cq_ = nullptr;
+  CompletionQueue* recv_cq_ = nullptr;
+  std::vector<Qp*> qps_;
+  std::vector<uint32_t> mr_keys_;
+  // Scratch for one post_send list: filled per call, sized once in create_qps.
+  std::vector<SendWr> wr_scratch_;
+  std::vector<Sge> sge_scratch_;
+  std::vector<Cqe> cqe_scratch_;
+};
+
+}  // namespace roce::perf

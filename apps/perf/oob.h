@@ -1,0 +1,110 @@
+// perftest's out-of-band exchange over TCP (the "Ethernet" data exchange method, i.e. without
+// rdma_cm), byte for byte, so that roce-perf and a real perftest can face each other.
+// References: perftest 6.06 src/perftest_communication.c -- ethernet_client_connect /
+// ethernet_server_connect (IPv4 TCP, port 18515), ctx_hand_shake (client writes first, server
+// reads first), ethernet_write_keys / ethernet_read_keys (KEY_PRINT_FMT_GID, 108 bytes),
+// exchange_versions (16 bytes), check_sys_data (two big-endian ints), check_mtu (2 ASCII
+// bytes), xchg_bw_reports (five 8-byte big-endian values), ctx_close_connection ("done").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stack/core/types.h"
+
+namespace roce::perf {
+
+// perftest's struct pingpong_dest, as it travels.
+struct KeyMessage {
+  uint32_t lid = 0;
+  uint32_t out_reads = 0;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  Gid gid{};
+  uint32_t srqn = 0;
+};
+inline constexpr size_t kKeyMessageSize = 108;  // KEY_MSG_SIZE_GID, with the trailing NUL
+
+// "%04x:%04x:%06x:%06x:%08x:%016llx:" 16 x "%02x:" "%08x:" + NUL.
+std::string format_key_message(const KeyMessage& k);
+// Parses the 108 bytes of a key message; false on anything malformed.
+bool parse_key_message(const char* buf, size_t len, KeyMessage* out);
+
+// The 16-byte version message: "6.06" NUL-padded, as perftest's strncpy leaves it. roce-perf
+// puts a marker and its own flags in the padding (perftest reads it with atof, which stops at
+// the NUL), so two roce-perfs know each other and agree on --verify.
+struct VersionInfo {
+  std::string version;  // "6.06"
+  bool roce_perf = false;
+  bool verify = false;
+};
+inline constexpr size_t kVersionSize = 16;
+void format_version(const VersionInfo& v, uint8_t out[kVersionSize]);
+VersionInfo parse_version(const uint8_t in[kVersionSize]);
+
+// perftest's struct bw_report_data as exchanged (remote version >= 5.33: 64-bit iters).
+struct BwReport {
+  uint64_t size = 0;
+  uint64_t iters = 0;
+  double bw_peak = 0;
+  double bw_avg = 0;
+  double msg_rate = 0;
+};
+
+// One TCP connection to the peer, with every wait bounded by a deadline.
+class OobChannel {
+ public:
+  OobChannel() = default;
+  ~OobChannel();
+  OobChannel(const OobChannel&) = delete;
+  OobChannel& operator=(const OobChannel&) = delete;
+
+  // Server: listens on 0.0.0.0:port (SO_REUSEADDR) and accepts one client. Client: connects to
+  // host:port, retrying a refused connection until the timeout (the server may start later).
+  bool accept_one(int port, double timeout_s, std::string* err);
+  bool connect_to(const std::string& host, int port, double timeout_s, std::string* err);
+  bool is_client() const { return client_; }
+  void set_timeout(double s) { timeout_s_ = s; }
+  // While waiting, call fn(ctx) between non-blocking polls instead of sleeping: an engine that
+  // runs inline must keep running (answering ARP, receiving the peer's RDMA) while this side
+  // waits for its peer on TCP.
+  void set_progress(void (*fn)(void*), void* ctx) {
+    progress_ = fn;
+    progress_ctx_ = ctx;
+  }
+
+  // Whole-buffer I/O; false with *err on error, timeout, interruption or a closed peer.
+  bool write_all(const void* buf, size_t len, std::string* err);
+  bool read_all(void* buf, size_t len, std::string* err);
+  // ctx_xchg_data: the client writes then reads, the server reads then writes.
+  bool exchange(const void* mine, void* theirs, size_t len, std::string* err);
+
+  // ctx_hand_shake with a key message.
+  bool hand_shake(const KeyMessage& mine, KeyMessage* theirs, std::string* err);
+  bool exchange_versions(const VersionInfo& mine, VersionInfo* theirs, std::string* err);
+  // check_sys_data: both values as 4-byte big-endian ints; each side keeps the larger.
+  bool exchange_sys_data(int* cycle_buffer, int* cache_line_size, std::string* err);
+  // check_mtu: the IB MTU enum as "%d" in 2 bytes; returns min(local, valid remote).
+  bool exchange_mtu(Mtu local, Mtu* chosen, std::string* err);
+  bool exchange_bw_reports(const BwReport& mine, BwReport* theirs, std::string* err);
+  // ctx_close_connection: a last hand shake, then "done" and close.
+  bool close_connection(const KeyMessage& mine, std::string* err);
+  void close();
+
+ private:
+  void run_progress();
+
+  int fd_ = -1;
+  bool client_ = false;
+  double timeout_s_ = 0;
+  void (*progress_)(void*) = nullptr;
+  void* progress_ctx_ = nullptr;
+};
+
+// Set by SIGINT/SIGTERM: every wait gives up with "interrupted".
+void install_interrupt_handlers();
+bool interrupted();
+
+}  // namespace roce::perf

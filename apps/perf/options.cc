@@ -1,0 +1,402 @@
+#include "apps/perf/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace roce::perf {
+
+namespace {
+
+// perftest's limits (perftest_parameters.h).
+constexpr int kMinIter = 5, kMaxIter = 100000000;
+constexpr int kMinTx = 1, kMaxTx = 15000;
+constexpr int kMinRx = 1, kMaxRx = 16384;
+constexpr int kMaxQps = 4000;  // perftest allows 16384; the engine has 4096 QPNs
+constexpr int kMaxInline = 912;
+constexpr int kMaxCqMod = 1024;
+constexpr int kMaxGidIndex = 64;
+constexpr uint64_t kMaxVerifySize = kMaxSize;
+
+struct TestEntry {
+  Verb verb;
+  TestKind kind;
+};
+const std::map<std::string, TestEntry>& tests() {
+  static const std::map<std::string, TestEntry> t = {
+      {"write_bw", {Verb::kWrite, TestKind::kBw}},   {"write_lat", {Verb::kWrite, TestKind::kLat}},
+      {"read_bw", {Verb::kRead, TestKind::kBw}},     {"read_lat", {Verb::kRead, TestKind::kLat}},
+      {"send_bw", {Verb::kSend, TestKind::kBw}},     {"send_lat", {Verb::kSend, TestKind::kLat}},
+      {"atomic_bw", {Verb::kAtomic, TestKind::kBw}},
+  };
+  return t;
+}
+
+bool parse_long(const std::string& s, long long* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
+// A value for flag `name` in [lo, hi]; false with *err otherwise.
+bool int_in(const char* name, const std::string& s, long long lo, long long hi, int* out,
+            std::string* err) {
+  long long v = 0;
+  if (!parse_long(s, &v) || v < lo || v > hi) {
+    *err = std::string(name) + ": '" + s + "' is not a number in " + std::to_string(lo) + ".." +
+           std::to_string(hi);
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// perftest's -s: a number with an optional K or M suffix, 1 .. UINT_MAX/2.
+bool parse_size(const std::string& in, uint64_t* out, std::string* err) {
+  std::string s = in;
+  uint64_t factor = 1;
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'M')) {
+    factor = s.back() == 'K' ? 1024 : 1024 * 1024;
+    s.pop_back();
+  }
+  long long v = 0;
+  if (!parse_long(s, &v) || v < 1 || static_cast<uint64_t>(v) * factor > UINT_MAX / 2) {
+    *err = "size: '" + in + "' is not a message size in 1.." + std::to_string(UINT_MAX / 2) +
+           " (a K or M suffix is allowed)";
+    return false;
+  }
+  *out = static_cast<uint64_t>(v) * factor;
+  return true;
+}
+
+bool parse_size_list(const std::string& in, std::vector<uint64_t>* out, std::string* err) {
+  size_t start = 0;
+  while (start <= in.size()) {
+    const size_t comma = in.find(',', start);
+    const std::string item = in.substr(start, comma == std::string::npos ? comma : comma - start);
+    uint64_t v = 0;
+    if (!parse_size(item, &v, err)) {
+      *err = "--sizes: " + *err;
+      return false;
+    }
+    out->push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* verb_name(Verb v) {
+  static const char* const kNames[] = {"Send", "RDMA_Write", "RDMA_Read", "Atomic"};
+  return kNames[static_cast<unsigned>(v)];
+}
+
+int parse_options(int argc, char** argv, PerfOptions* o) {
+  CLI::App app{
+      "roce-perf: perftest-style bandwidth and latency tests over the userspace RoCEv2 stack.\n"
+      "  roce-perf TEST [options]          server side\n"
+      "  roce-perf TEST [options] SERVER   client side (SERVER: the server's IPv4 address)\n"
+      "TEST: write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw"};
+  app.set_version_flag("-V,--version", std::string("Version: ") + kPerftestVersion +
+                                           " (roce-perf, perftest-compatible)");
+  std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
+      rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl;
+  bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
+       rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false;
+  app.add_option("test", test, "test to run")->required()->type_name("TEST");
+  app.add_option("server", server, "the server's IPv4 address or name (client side)")
+      ->type_name("SERVER");
+  app.add_option("-d,--ib-dev", dev, "device name (a [device NAME] of the configuration)")
+      ->type_name("NAME");
+  app.add_option("-i,--ib-port", ib_port, "port (1)")->type_name("N");
+  app.add_option("-x,--gid-index", gid, "GID index (default: IPv4 GID if any, like perftest)")
+      ->type_name("N");
+  app.add_flag("--ipv6", o->ipv6, "prefer an IPv6 GID when choosing one");
+  app.add_option("-s,--size", size, "message size (K/M suffix)")->type_name("BYTES");
+  app.add_flag("-a,--all", all, "all sizes 2 .. 2^23");
+  app.add_option("-n,--iters", iters, "iterations")->type_name("N");
+  app.add_option("-D,--duration", duration, "run for this many seconds")->type_name("SECONDS");
+  app.add_option("-f,--margin", margin, "margin (s) at both ends of a -D run")
+      ->type_name("SECONDS");
+  app.add_option("-q,--qp", qps, "number of QPs (bw tests)")->type_name("N");
+  app.add_option("-m,--mtu", mtu, "path MTU: 256, 512, 1024, 2048, 4096")->type_name("BYTES");
+  app.add_option("-t,--tx-depth", tx, "send queue depth")->type_name("N");
+  app.add_option("-r,--rx-depth", rx, "receive queue depth (send tests)")->type_name("N");
+  app.add_option("-p,--port", port, "TCP port of the exchange (18515)")->type_name("PORT");
+  app.add_flag("-F,--CPU-freq", cpu_freq, "accepted, ignored (timestamps are nanoseconds)");
+  app.add_flag("--report_gbits", gbits, "report Gb/s instead of MB/s");
+  app.add_option("-c,--connection", conn, "connection type (RC only)")->type_name("RC");
+  app.add_option("-A,--atomic_type", atomic, "CMP_AND_SWAP or FETCH_AND_ADD")->type_name("TYPE");
+  app.add_option("-o,--outs", outs, "outstanding READs / atomics")->type_name("N");
+  app.add_option("-I,--inline_size", inl, "largest message sent inline")->type_name("BYTES");
+  app.add_option("-l,--post_list", post_list, "work requests per post (bw tests)")->type_name("N");
+  app.add_option("-Q,--cq-mod", cq_mod, "a completion every this many messages")->type_name("N");
+  app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
+  app.add_flag("-U,--report-unsorted", unsorted, "print every latency sample, unsorted");
+  app.add_flag("-H,--report-histogrm", histogram, "print every latency sample, sorted");
+  app.add_option("-u,--qp-timeout", qp_timeout, "local ACK timeout exponent (14)")->type_name("N");
+  app.add_option("-S,--sl", sl, "service level")->type_name("N");
+  app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
+  app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
+  app.add_flag("-b,--bidirectional", bidir, "not supported");
+  app.add_flag("-e,--events", events, "not supported");
+  app.add_option("--config", o->config_file, "device configuration file (or ROCE_CONFIG)")
+      ->type_name("FILE");
+  app.add_option("--device", o->device_spec,
+                 "device settings \"key=value; ...\" (port, ipv4, ipv6, mtu, mac, pcap, drop, "
+                 "mode, cpu, ...), over ROCE_DEVICE")
+      ->type_name("\"K=V; ...\"");
+  app.add_flag("--verify", o->verify, "verify every byte (write_bw, read_bw, send_bw)");
+  app.add_flag("--counters", o->counters, "print the device's counters at the end");
+  app.add_flag("--inline-engine", o->inline_engine, "drive the engine from the test thread");
+  app.add_option("--transport", o->transport,
+                 "native: the stack's own API (roce-perf); verbs: <infiniband/verbs.h> over "
+                 "our libibverbs (roce-perf-verbs)")
+      ->check(CLI::IsMember({"native", "verbs"}))
+      ->type_name("native|verbs");
+  app.add_option("--timeout", o->timeout_s,
+                 "bound every wait: connecting (a refused connection is retried until then), "
+                 "each exchange with the peer, a transfer without progress (default: "
+                 "exchanges wait for ever as perftest's do; a stalled transfer fails after "
+                 "60 s; 0: no bound)")
+      ->type_name("SECONDS");
+  app.add_option("--sizes", sizes, "run these sizes in turn (comma-separated), like -a")
+      ->type_name("LIST");
+  app.add_option("--test-corrupt", o->test_corrupt)->group("");  // test hook, see options.h
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::printf("%s\n", app.version().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "roce-perf: %s\n", e.what());
+    return 2;
+  }
+
+  std::string err;
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "roce-perf: %s\n", why.c_str());
+    return 2;
+  };
+  const auto it = tests().find(test);
+  if (it == tests().end()) {
+    return fail("unknown test '" + test +
+                "' (write_bw write_lat read_bw read_lat send_bw send_lat atomic_bw)");
+  }
+  o->test_name = test;
+  o->verb = it->second.verb;
+  o->kind = it->second.kind;
+  o->servername = server;
+  const bool bw = o->kind == TestKind::kBw;
+  const bool rd_atomic = o->verb == Verb::kRead || o->verb == Verb::kAtomic;
+
+  if (rdma_cm || comm_rdma_cm) {
+    return fail(
+        "rdma_cm (-R/-z) is not supported: roce-perf exchanges QP data over TCP, as "
+        "perftest's Ethernet method does; run both sides without -R");
+  }
+  if (bidir) return fail("bidirectional tests (-b) are not supported");
+  if (events) return fail("completion events (-e) are not supported: roce-perf polls");
+  if (!conn.empty() && conn != "RC") {
+    return fail("connection type '" + conn + "' is not supported (only RC)");
+  }
+  if (!dev.empty()) o->ib_devname = dev;
+  if (!ib_port.empty()) {
+    if (!int_in("ib-port", ib_port, 1, 255, &o->ib_port, &err)) return fail(err);
+    if (o->ib_port != 1) return fail("ib-port: a device has one port, port 1");
+  }
+  if (!gid.empty()) {
+    if (!int_in("gid-index", gid, 0, kMaxGidIndex, &o->gid_index, &err)) return fail(err);
+    o->use_gid_user = true;
+  }
+  o->size = o->verb == Verb::kAtomic ? 8 : (bw ? 65536 : 2);
+  if (!size.empty()) {
+    if (!parse_size(size, &o->size, &err)) return fail(err);
+    o->req_size = true;
+  }
+  o->run_all = all;
+  if (!sizes.empty()) {
+    if (all) return fail("--sizes and -a both choose the sizes: give one");
+    if (!parse_size_list(sizes, &o->size_list, &err)) return fail(err);
+  }
+  o->iters = bw && o->verb == Verb::kWrite ? 5000 : 1000;
+  if (!iters.empty()) {
+    int n = 0;
+    if (!int_in("iters", iters, kMinIter, kMaxIter, &n, &err)) return fail(err);
+    o->iters = static_cast<uint64_t>(n);
+  }
+  if (!duration.empty()) {
+    if (!int_in("duration", duration, 1, INT_MAX, &o->duration, &err)) return fail(err);
+    o->duration_mode = true;
+  }
+  if (!margin.empty() && !int_in("margin", margin, 0, INT_MAX, &o->margin, &err)) {
+    return fail(err);
+  }
+  if (!qps.empty()) {
+    if (!bw) return fail("-q: multiple QPs only available on bw tests");
+    if (!int_in("qp", qps, 1, kMaxQps, &o->num_qps, &err)) return fail(err);
+  }
+  if (!mtu.empty()) {
+    if (!int_in("mtu", mtu, 256, 4096, &o->mtu, &err)) return fail(err);
+    if (o->mtu & (o->mtu - 1))
+      return fail("mtu: '" + mtu + "' is not one of 256 512 1024 2048 4096");
+  }
+  o->tx_depth = bw ? 128 : 1;
+  if (!tx.empty() && !int_in("tx-depth", tx, kMinTx, kMaxTx, &o->tx_depth, &err)) return fail(err);
+  o->rx_depth = o->verb == Verb::kSend ? 512 : 1;
+  if (!rx.empty()) {
+    if (!int_in("rx-depth", rx, kMinRx, kMaxRx, &o->rx_depth, &err)) return fail(err);
+    if (o->verb != Verb::kSend && o->rx_depth > 1)
+      return fail("rx-depth: on RDMA verbs it can only be 1");
+  }
+  if (!port.empty() && !int_in("port", port, 1, 65535, &o->port, &err)) return fail(err);
+  o->report_gbits = gbits;
+  if (!atomic.empty()) {
+    if (o->verb != Verb::kAtomic) return fail("-A: the atomic type applies to atomic tests only");
+    if (atomic == "CMP_AND_SWAP") {
+      o->atomic_type = AtomicType::kCmpAndSwap;
+    } else if (atomic == "FETCH_AND_ADD") {
+      o->atomic_type = AtomicType::kFetchAndAdd;
+    } else {
+      return fail("atomic_type: '" + atomic + "' is not CMP_AND_SWAP or FETCH_AND_ADD");
+    }
+  }
+  if (!outs.empty()) {
+    if (!rd_atomic) return fail("-o: outstanding reads apply to READ and atomic tests only");
+    if (!int_in("outs", outs, 1, 65535, &o->out_reads, &err)) return fail(err);
+  }
+  if (!inl.empty()) {
+    if (rd_atomic) return fail("-I: inline data is not available on READ/atomic tests");
+    if (!int_in("inline_size", inl, 0, kMaxInline, &o->inline_size, &err)) return fail(err);
+  }
+  if (!post_list.empty()) {
+    if (!int_in("post_list", post_list, 1, 1024, &o->post_list, &err)) return fail(err);
+    if (o->post_list > 1 && !bw) return fail("-l: post lists are supported in bw tests only");
+  }
+  if (!cq_mod.empty()) {
+    if (!int_in("cq-mod", cq_mod, 1, kMaxCqMod, &o->cq_mod, &err)) return fail(err);
+    o->req_cq_mod = true;
+  }
+  if (no_peak && !bw) return fail("-N: noPeak is only valid for bw tests");
+  o->no_peak = no_peak;
+  if ((unsorted || histogram) && bw) return fail("-U/-H: available only on latency tests");
+  o->report_unsorted = unsorted;
+  o->report_histogram = histogram;
+  if (!qp_timeout.empty() && !int_in("qp-timeout", qp_timeout, 0, 31, &o->qp_timeout, &err)) {
+    return fail(err);
+  }
+  if (!sl.empty() && !int_in("sl", sl, 0, 15, &o->sl, &err)) return fail(err);
+  if (o->timeout_s < 0 && o->timeout_s != -1) return fail("timeout: must be >= 0 seconds");
+  if (o->timeout_s >= 0) o->oob_timeout_s = o->stall_timeout_s = o->timeout_s;
+  (void)cpu_freq;  // perftest's -F: ignore CPU frequency warnings; we measure in nanoseconds
+
+  if (o->verify) {
+    if (o->test_name != "write_bw" && o->test_name != "read_bw" && o->test_name != "send_bw") {
+      return fail("--verify applies to write_bw, read_bw and send_bw");
+    }
+    if (o->duration_mode) return fail("--verify counts messages: use -n, not -D");
+    if (o->num_qps != 1) return fail("--verify works with one QP (-q 1)");
+    if (o->post_list != 1) return fail("--verify works with -l 1");
+  }
+  if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
+  if (!apply_dependencies(o, &err)) return fail(err);
+  if (o->verify) {
+    for (uint64_t s : o->size_list) {
+      if (s > kMaxVerifySize) return fail("--verify: sizes up to 8 MiB");
+    }
+  }
+  return -1;
+}
+
+bool apply_dependencies(PerfOptions* o, std::string* err) {
+  const bool bw = o->kind == TestKind::kBw;
+  if (o->verb == Verb::kAtomic && o->size != 8) {
+    *err = "size: message size cannot be changed for atomic tests (8 bytes)";
+    return false;
+  }
+  if (o->run_all && o->duration_mode) {
+    *err = "-D does not support running on all sizes (-a)";
+    return false;
+  }
+  if (!o->size_list.empty() && o->duration_mode) {
+    *err = "-D does not support --sizes";
+    return false;
+  }
+  if (o->verb == Verb::kAtomic && (!o->size_list.empty() || o->run_all)) {
+    *err = "-a/--sizes: atomic tests use 8-byte messages";
+    return false;
+  }
+  o->multi_size = o->run_all || !o->size_list.empty();
+  if (!o->duration_mode) {
+    if (static_cast<uint64_t>(o->tx_depth) > o->iters) o->tx_depth = static_cast<int>(o->iters);
+    if (o->verb == Verb::kSend && static_cast<uint64_t>(o->rx_depth) > o->iters) {
+      o->rx_depth = static_cast<int>(o->iters);
+    }
+  }
+  // Big messages need no completion moderation, and with it the bandwidth would be skewed.
+  if (o->size > 8192 && !o->run_all && o->size_list.empty() && !o->req_cq_mod) o->cq_mod = 1;
+  if (o->cq_mod > o->tx_depth) o->cq_mod = o->tx_depth;
+  if (o->verb == Verb::kRead || o->verb == Verb::kAtomic) o->inline_size = 0;
+  if (o->post_list > 1) {
+    if (!o->duration_mode && o->iters % static_cast<uint64_t>(o->post_list) != 0) {
+      *err = "post_list: the number of iterations must be a multiple of the post list size";
+      return false;
+    }
+    if (!o->req_cq_mod) {
+      o->cq_mod = o->post_list;
+    } else if (o->post_list % o->cq_mod != 0) {
+      *err = "post_list: the post list size must be a multiple of the CQ moderation";
+      return false;
+    }
+  }
+  if (o->duration_mode) {
+    o->iters = 0;
+    o->no_peak = true;
+    if (o->margin < 0) o->margin = o->duration / 4;
+    if (!(o->duration > 2 * o->margin)) {
+      *err = "duration: DURATION must be greater than 2 * MARGIN";
+      return false;
+    }
+  }
+  if (o->verb == Verb::kSend && bw && !o->client()) o->no_peak = true;
+  // perftest's work-around for odd receive depths in SEND tests.
+  // (perftest: RUN_REGULAR only; with several sizes the extra receive would stay posted.)
+  if (o->verb == Verb::kSend && o->rx_depth % 2 == 1 && !o->run_all && o->size_list.empty()) {
+    o->rx_depth += 1;
+  }
+  if (!o->duration_mode && o->iters > 20000 && bw) o->no_peak = true;
+  // Inline defaults for a device that supports inline data (ctx_set_max_inline).
+  if (o->inline_size < 0) {
+    o->inline_size = 0;
+    if (!bw && o->verb == Verb::kWrite) o->inline_size = 220;
+    if (!bw && o->verb == Verb::kSend) o->inline_size = 236;
+  }
+  if (o->verify) o->cq_mod = 1;  // every completion is checked where it lands
+  // The sizes a run goes through.
+  if (o->run_all) {
+    o->size_list.clear();
+    for (int i = 1; i < 24; ++i) o->size_list.push_back(uint64_t{1} << i);
+  } else if (o->size_list.empty()) {
+    o->size_list.push_back(o->size);
+  }
+  // Buffers are laid out for the largest size (perftest: -a sizes them for MAX_SIZE).
+  uint64_t largest = 0;
+  for (uint64_t s : o->size_list) largest = s > largest ? s : largest;
+  if (o->run_all) largest = kMaxSize;
+  o->size = largest;
+  return true;
+}
+
+}  // namespace roce::perf

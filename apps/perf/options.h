@@ -1,0 +1,91 @@
+// roce-perf's command line: perftest's flags and defaults (perftest 6.06, as Debian 12 ships
+// it: src/perftest_parameters.c init_perftest_params / parser / force_dependecies), plus the
+// stack's own device options. Parsing checks every value; a bad one yields one line and exit 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace roce::perf {
+
+// perftest's VerbType and TestType, in perftest's order (the order is printed and compared).
+enum class Verb : uint8_t { kSend = 0, kWrite = 1, kRead = 2, kAtomic = 3 };
+enum class TestKind : uint8_t { kLat = 0, kBw = 1 };
+enum class AtomicType : uint8_t { kCmpAndSwap = 0, kFetchAndAdd = 1 };
+
+inline constexpr uint64_t kMaxSize = 8388608;  // -a runs 2^1 .. 2^23
+inline constexpr int kDefaultPort = 18515;
+inline constexpr const char* kPerftestVersion = "6.06";
+
+struct PerfOptions {
+  std::string test_name;  // "write_bw", ...
+  Verb verb = Verb::kWrite;
+  TestKind kind = TestKind::kBw;
+  std::string servername;  // empty: this side is the server
+  bool client() const { return !servername.empty(); }
+
+  // perftest flags.
+  std::string ib_devname;
+  int ib_port = 1;
+  int gid_index = -1;  // -1: choose like perftest's get_best_gid_index
+  bool use_gid_user = false;
+  bool ipv6 = false;
+  uint64_t size = 0;
+  bool req_size = false;
+  bool run_all = false;             // -a
+  std::vector<uint64_t> size_list;  // the sizes a run goes through (one unless -a / --sizes)
+  bool multi_size = false;          // -a or --sizes: perftest's RUN_ALL sequence
+  uint64_t iters = 0;
+  bool duration_mode = false;  // -D
+  int duration = 5;
+  int margin = -1;
+  int num_qps = 1;
+  int mtu = 0;  // 0: the port's active MTU
+  int tx_depth = 0;
+  int rx_depth = 0;
+  int port = kDefaultPort;
+  bool report_gbits = false;
+  AtomicType atomic_type = AtomicType::kFetchAndAdd;
+  int out_reads = 0;     // 0: the device's maximum
+  int inline_size = -1;  // -1: perftest's default for the test
+  int post_list = 1;
+  int cq_mod = 100;
+  bool req_cq_mod = false;
+  bool no_peak = false;
+  bool report_unsorted = false;
+  bool report_histogram = false;
+  int qp_timeout = 14;
+  int sl = 0;
+
+  // Our own.
+  std::string config_file;
+  std::string device_spec;
+  bool verify = false;
+  bool counters = false;
+  bool inline_engine = false;
+  // --transport: "native" (roce-perf) or "verbs" (roce-perf-verbs); empty: the binary's own.
+  std::string transport;
+  // --timeout: unset (-1), perftest's behaviour: exchanges with the peer wait for ever, a
+  // refused connection fails at once; a transfer without progress still fails after 60 s.
+  // Given (>= 0; 0 = for ever): it bounds all of these, and a refused connection is retried
+  // until then (so both sides may be started at once).
+  double timeout_s = -1;
+  double oob_timeout_s = 0;
+  double stall_timeout_s = 60;
+  // Test hook (hidden flag --test-corrupt N): the verifying side flips a byte of message N
+  // before checking it, so tests can show that a bad byte is found and reported.
+  int64_t test_corrupt = -1;
+};
+
+// Parses argv into *o. Returns -1 to go on, or the exit code (0 after --help / --version, 2
+// after a bad flag or value, with one line on stderr).
+int parse_options(int argc, char** argv, PerfOptions* o);
+
+// perftest's force_dependecies(): derived values (cq moderation for big messages, tx/rx depth
+// capped by iterations, noPeak, ...). Returns false with *err for a contradiction.
+bool apply_dependencies(PerfOptions* o, std::string* err);
+
+const char* verb_name(Verb v);  // "Send", "RDMA_Write", "RDMA_Read", "Atomic"
+
+}  // namespace roce::perf

@@ -1,0 +1,191 @@
+// One roce-perf run: the out-of-band exchange, the resources, the measurement loops and the
+// reports. Methods are split by topic, as the engine's are:
+//   session.cc   the connection sequence of each perftest test, and the reports
+//   resources.cc buffers, QPs, addresses, connecting, work request templates
+//   bw.cc        bandwidth loops (perftest's run_iter_bw / run_iter_bw_server)
+//   lat.cc       latency loops (run_iter_lat_write / run_iter_lat / run_iter_lat_send)
+//   verify.cc    --verify: every byte of every message checked end to end
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/perf/oob.h"
+#include "apps/perf/options.h"
+#include "apps/perf/report.h"
+#include "apps/perf/transport.h"
+
+namespace roce::perf {
+
+// Where a QP's messages come from and go to inside the one registered buffer.
+struct QpLayout {
+  uint64_t send = 0;    // source of WRITE / SEND, destination of READ / atomic results
+  uint64_t target = 0;  // what the peer writes / reads (advertised as VAddr)
+  uint64_t recv = 0;    // SEND receive buffers
+};
+
+// Detects a transfer that stopped making progress (bounded by --timeout).
+class StallWatch {
+ public:
+  explicit StallWatch(double timeout_s) : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)) {}
+  void progress() { idle_ = 0; }
+  // Called on every idle pass; looks at the clock only every 4096 passes.
+  bool stalled() {
+    if (limit_ns_ == 0 || (++idle_ & 4095) != 1) return false;
+    const uint64_t now = now_ns();
+    if (idle_ == 1) since_ = now;
+    return now - since_ > limit_ns_;
+  }
+  static uint64_t now_ns() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
+
+ private:
+  uint64_t limit_ns_;
+  uint64_t idle_ = 0;
+  uint64_t since_ = 0;
+};
+
+// perftest's -D state machine (catch_alarm), driven by the clock instead of SIGALRM:
+// START --margin--> SAMPLE --duration-2*margin--> STOP_SAMPLE --margin--> END. Messages count
+// only while sampling; the sample window's ends are the report's timestamps.
+class DurationClock {
+ public:
+  enum State { kStart, kSample, kStopSample, kEnd };
+  void start(uint64_t now, int duration_s, int margin_s) {
+    const uint64_t s = 1'000'000'000;
+    sample_at_ = now + static_cast<uint64_t>(margin_s) * s;
+    stop_at_ = sample_at_ + static_cast<uint64_t>(duration_s - 2 * margin_s) * s;
+    end_at_ = stop_at_ + static_cast<uint64_t>(margin_s) * s;
+    state_ = kStart;
+    tick(now);
+  }
+  void tick(uint64_t now) {
+    if (state_ == kStart && now >= sample_at_) {
+      state_ = kSample;
+      sample_start_ = now;
+    }
+    if (state_ == kSample && now >= stop_at_) {
+      state_ = kStopSample;
+      sample_end_ = now;
+    }
+    if (state_ == kStopSample && now >= end_at_) state_ = kEnd;
+  }
+  State state() const { return state_; }
+  bool sampling() const { return state_ == kSample; }
+  bool done() const { return state_ == kEnd; }
+  uint64_t sample_start() const { return sample_start_; }
+  uint64_t sample_end() const { return sample_end_; }
+
+ private:
+  State state_ = kStart;
+  uint64_t sample_at_ = 0, stop_at_ = 0, end_at_ = 0;
+  uint64_t sample_start_ = 0, sample_end_ = 0;
+};
+
+class PerfTest {
+ public:
+  PerfTest(const PerfOptions& o, Transport& t) : o_(o), t_(t) {}
+  ~PerfTest();
+  // Runs the whole test; returns the exit code (0 ok, 1 runtime failure, 2 bad user input)
+  // and has printed the one error line itself.
+  int run();
+
+ private:
+  // session.cc
+  bool prelude();
+  bool run_write_read_atomic_bw();
+  bool run_send_bw();
+  bool run_write_lat();
+  bool run_read_lat();
+  bool run_send_lat();
+  bool exchange_addresses(bool first_single);
+  bool print_addresses_and_exchange();
+  bool hand_shake();
+  bool close_connection();
+  bool bw_client_sizes();
+  bool fail(const std::string& why, int code = 1);
+  void linger();
+
+  // resources.cc
+  bool check_device();
+  bool allocate();
+  void set_up_connection();
+  bool connect_qps();
+  void set_send_wqes(uint64_t size);
+  bool post_receives(uint64_t size);
+  uint64_t inc(uint64_t size) const;  // perftest's INC(): stride of messages in a cycle buffer
+  bool completion_error(const Completion& c, const char* where, uint64_t done, uint64_t total);
+
+  // bw.cc
+  bool run_iter_bw(uint64_t size);
+  bool run_iter_bw_server(uint64_t size);
+  BwReport bw_report(uint64_t size) const;
+
+  // lat.cc
+  bool run_iter_lat_write(uint64_t size);
+  bool run_iter_lat(uint64_t size);
+  bool run_iter_lat_send(uint64_t size);
+  void lat_report(uint64_t size);
+
+  // verify.cc
+  void plan_verify();
+  uint64_t verify_slots(uint64_t size, bool region) const;
+  bool verify_sync_params(uint64_t size);
+  bool verify_post_receives(uint64_t size);
+  bool verify_post_run(uint64_t size, uint64_t first, uint64_t count, uint32_t* crc);
+  bool verify_write(uint64_t size);
+  bool verify_read(uint64_t size);
+  bool verify_send(uint64_t size);
+  void print_verify_summary() const;
+
+  PerfOptions o_;
+  Transport& t_;
+  OobChannel oob_;
+  VersionInfo peer_;
+  int error_code_ = 0;
+  std::string error_;
+
+  // Negotiated.
+  int cycle_buffer_ = 4096;
+  int cache_line_ = 64;
+  Mtu mtu_ = Mtu::k1024;
+  int gid_index_ = 0;
+  int out_reads_ = 1;
+
+  // Resources.
+  uint8_t* buf_ = nullptr;
+  uint64_t buf_len_ = 0;
+  MemoryRegion mr_;
+  uint64_t unit_ = 0;  // perftest's BUFF_SIZE(size, cycle_buffer)
+  std::vector<QpLayout> layout_;
+  std::vector<KeyMessage> my_dest_, rem_dest_;
+  std::vector<WorkRequest> wr_;   // num_qps x post_list templates
+  std::vector<RecvRequest> rwr_;  // one per QP
+  uint32_t rx_posted_ = 0;        // receives posted per QP by post_receives
+
+  // Measurement (allocated once; the loops only write into them).
+  std::vector<uint64_t> tposted_, tcompleted_, scratch_;
+  std::vector<uint64_t> scnt_, ccnt_;
+  std::vector<Completion> wc_;
+  uint64_t measured_iters_ = 0;  // duration mode: messages in the sample window
+  uint64_t sample_ns_ = 0;       // duration mode: length of the sample window
+  BwReport last_report_;
+
+  // --verify.
+  struct VerifyState {
+    uint64_t region_slots = 0;  // messages per pass (WRITE / READ) or receive slots (SEND)
+    uint64_t src_slots = 0;     // requester-side slots
+    uint64_t bytes = 0;         // verified so far
+    uint64_t messages = 0;
+    uint64_t passes = 0;
+    uint64_t bad_msg = 0;  // where this side found the first bad byte
+    uint64_t bad_off = 0;
+  } vfy_;
+};
+
+}  // namespace roce::perf

@@ -1,0 +1,55 @@
+// perftest's console output, format for format (perftest 6.06 src/perftest_parameters.c
+// ctx_print_test_info, print_report_bw, print_full_bw_report, print_report_lat,
+// print_report_lat_duration; src/perftest_communication.c ctx_print_pingpong_data), so scripts
+// that read perftest's output read ours.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/perf/oob.h"
+#include "apps/perf/options.h"
+
+namespace roce::perf {
+
+inline constexpr const char* kResultLine =
+    "---------------------------------------------------------------------------------------\n";
+
+// What the banner shows beyond the options.
+struct BannerInfo {
+  std::string device;
+  Mtu mtu = Mtu::k1024;
+  int gid_index = 0;
+  int out_reads = 1;
+};
+
+void print_waiting_for_client();
+void print_banner(const PerfOptions& o, const BannerInfo& b);
+// " local address: LID ... QPN ... PSN ..." (+ OUT / RKey / VAddr by verb) and " GID: ...".
+void print_address(const PerfOptions& o, const KeyMessage& k, bool remote);
+void print_bw_header(const PerfOptions& o);
+void print_lat_header(const PerfOptions& o);
+
+// Timestamps of a bw run (nanoseconds, steady clock), as perftest's tposted / tcompleted.
+struct BwSamples {
+  const uint64_t* posted = nullptr;
+  const uint64_t* completed = nullptr;
+  uint64_t iters = 0;  // messages over all QPs (duration: counted in the sample window)
+  bool no_peak = false;
+  int cq_mod = 1;
+  int post_list = 1;
+};
+// print_report_bw: computes the report (and prints it unless `print` is false).
+BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples& s);
+void print_bw_report(const PerfOptions& o, const BwReport& r);
+
+// print_report_lat: `posted` holds iters timestamps; the deltas between them are the samples.
+// `scratch` must hold iters entries (sorted in place: no allocation while printing).
+void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* posted, uint64_t iters,
+                      uint64_t* scratch);
+// print_report_lat_duration.
+void print_lat_duration_report(const PerfOptions& o, uint64_t size, uint64_t iters,
+                               uint64_t elapsed_ns);
+
+}  // namespace roce::perf

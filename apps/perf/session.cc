@@ -1,0 +1,270 @@
+// The connection sequence of each test, exactly as perftest 6.06's test mains run it
+// (src/write_bw.c, read_bw.c, atomic_bw.c, send_bw.c, write_lat.c, read_lat.c, send_lat.c):
+// which side writes first, how many key-message hand shakes happen where (one per QP to swap
+// addresses, one more per QP to print the remote side, one after moving to RTR, the sync
+// points around each measurement, the last one before "done"). A perftest peer waits for every
+// one of them, so their number and order are the protocol.
+#include <cstdio>
+#include <cstdlib>
+
+#include "apps/perf/perf_test.h"
+
+namespace roce::perf {
+
+namespace {
+bool is_v4_mapped(const Gid& g) {
+  return g[0] == 0 && g[1] == 0 && g[2] == 0 && g[3] == 0 && g[4] == 0 && g[5] == 0 && g[6] == 0 &&
+         g[7] == 0 && g[8] == 0 && g[9] == 0 && g[10] == 0xFF && g[11] == 0xFF;
+}
+
+void progress_hook(void* ctx) { static_cast<Transport*>(ctx)->progress(); }
+}  // namespace
+
+bool PerfTest::fail(const std::string& why, int code) {
+  if (error_.empty()) {
+    error_ = why;
+    error_code_ = code;
+  }
+  return false;
+}
+
+int PerfTest::run() {
+  bool ok = check_device() && prelude();
+  if (ok) {
+    switch (o_.verb) {
+      case Verb::kSend:
+        ok = o_.kind == TestKind::kBw ? run_send_bw() : run_send_lat();
+        break;
+      case Verb::kWrite:
+        ok = o_.kind == TestKind::kBw ? run_write_read_atomic_bw() : run_write_lat();
+        break;
+      case Verb::kRead:
+        ok = o_.kind == TestKind::kBw ? run_write_read_atomic_bw() : run_read_lat();
+        break;
+      case Verb::kAtomic:
+        ok = run_write_read_atomic_bw();
+        break;
+    }
+  }
+  if (ok && o_.verify) print_verify_summary();
+  if (o_.counters) {
+    std::printf("%s", t_.counters_text().c_str());
+    std::fflush(stdout);
+  }
+  if (o_.duration_mode) linger();
+  oob_.close();
+  t_.close();  // before our buffers go: nothing may still land in them
+  if (!ok) {
+    std::fprintf(stderr, "roce-perf: %s\n", error_.c_str());
+    return error_code_ ? error_code_ : 1;
+  }
+  return 0;
+}
+
+// A -D run ends on the clock, with the peer's last message possibly still in flight: keep the
+// engine answering for a moment, or the peer (perftest polls its last completion without a
+// deadline, with retries for ever) would wait for an ACK that never comes.
+void PerfTest::linger() {
+  const uint64_t until = StallWatch::now_ns() + 200'000'000;
+  while (StallWatch::now_ns() < until) {
+    t_.progress();
+    t_.relax();
+  }
+}
+
+bool PerfTest::prelude() {
+  std::string err;
+  if (t_.inline_engine()) oob_.set_progress(&progress_hook, &t_);
+  if (o_.client()) {
+    if (!oob_.connect_to(o_.servername, o_.port, o_.oob_timeout_s, &err)) return fail(err);
+  } else {
+    print_waiting_for_client();
+    if (!oob_.accept_one(o_.port, o_.oob_timeout_s, &err)) return fail(err);
+  }
+  // exchange_versions, check_version_compatibility, check_sys_data, check_mtu.
+  VersionInfo mine{kPerftestVersion, true, o_.verify};
+  if (!oob_.exchange_versions(mine, &peer_, &err)) return fail(err);
+  const double rem = std::atof(peer_.version.c_str());
+  if (rem < 5.70) {
+    return fail("the peer's perftest " + peer_.version +
+                " is not compatible (versions older than 5.70 are not)");
+  }
+  if (o_.verify != (peer_.roce_perf && peer_.verify)) {
+    return fail(o_.verify ? "--verify needs --verify on the other side too (a roce-perf)"
+                          : "the peer runs --verify: give this side --verify too");
+  }
+  if (rem >= 5.32 && !oob_.exchange_sys_data(&cycle_buffer_, &cache_line_, &err)) return fail(err);
+  if (rem >= 5.1 && !oob_.exchange_mtu(mtu_, &mtu_, &err)) return fail(err);
+  if (!allocate()) return false;
+  set_up_connection();
+  print_banner(o_, BannerInfo{t_.info().name, mtu_, gid_index_, out_reads_});
+  return true;
+}
+
+bool PerfTest::hand_shake() {
+  std::string err;
+  KeyMessage theirs;
+  if (!oob_.hand_shake(my_dest_[0], &theirs, &err)) return fail(err);
+  return true;
+}
+
+bool PerfTest::close_connection() {
+  std::string err;
+  if (!oob_.close_connection(my_dest_[0], &err)) return fail(err);
+  return true;
+}
+
+// One hand shake per QP (optionally preceded by one for QP 0, as write_lat and read_lat do),
+// the GID family check, then INIT -> RTR (-> RTS).
+bool PerfTest::exchange_addresses(bool first_single) {
+  std::string err;
+  if (first_single && !oob_.hand_shake(my_dest_[0], &rem_dest_[0], &err)) return fail(err);
+  for (size_t i = 0; i < my_dest_.size(); ++i) {
+    if (!oob_.hand_shake(my_dest_[i], &rem_dest_[i], &err)) return fail(err);
+  }
+  if (is_v4_mapped(my_dest_[0].gid) != is_v4_mapped(rem_dest_[0].gid)) {
+    return fail(
+        "Found Incompatibility issue with GID types: one side uses an IPv4 GID, the "
+        "other an IPv6 one (choose them with -x)");
+  }
+  return true;
+}
+
+// Prints our addresses, then one hand shake per QP to print the peer's.
+bool PerfTest::print_addresses_and_exchange() {
+  for (const KeyMessage& k : my_dest_) print_address(o_, k, false);
+  std::string err;
+  for (size_t i = 0; i < my_dest_.size(); ++i) {
+    if (!oob_.hand_shake(my_dest_[i], &rem_dest_[i], &err)) return fail(err);
+    print_address(o_, rem_dest_[i], true);
+  }
+  return true;
+}
+
+bool PerfTest::bw_client_sizes() {
+  for (uint64_t size : o_.size_list) {
+    set_send_wqes(size);
+    if (o_.verify) {
+      if (!verify_sync_params(size)) return false;
+      if (!(o_.verb == Verb::kWrite ? verify_write(size) : verify_read(size))) return false;
+    } else if (!run_iter_bw(size)) {
+      return false;
+    }
+    last_report_ = bw_report(size);
+    print_bw_report(o_, last_report_);
+  }
+  return true;
+}
+
+// write_bw.c / read_bw.c / atomic_bw.c (unidirectional).
+bool PerfTest::run_write_read_atomic_bw() {
+  if (!exchange_addresses(false) || !connect_qps() || !print_addresses_and_exchange()) {
+    return false;
+  }
+  if (!hand_shake()) return false;  // after RTR
+  print_bw_header(o_);
+  std::string err;
+  if (!o_.client()) {
+    if (o_.verify) {
+      for (uint64_t size : o_.size_list) {
+        if (!verify_sync_params(size)) return false;
+        if (!(o_.verb == Verb::kWrite ? verify_write(size) : verify_read(size))) return false;
+      }
+    }
+    // The server waits for the client to finish, then prints the client's report.
+    BwReport theirs;
+    if (!hand_shake() || !oob_.exchange_bw_reports(BwReport{}, &theirs, &err)) return fail(err);
+    print_bw_report(o_, theirs);
+    if (!close_connection()) return false;
+    std::printf("%s", kResultLine);
+    return true;
+  }
+  if (!bw_client_sizes()) return false;
+  std::printf("%s", kResultLine);
+  BwReport theirs;
+  if (!hand_shake() || !oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
+  return close_connection();
+}
+
+// send_bw.c (unidirectional): both sides measure and report.
+bool PerfTest::run_send_bw() {
+  if (!exchange_addresses(false) || !connect_qps()) return false;
+  if (!hand_shake()) return false;
+  if (!print_addresses_and_exchange()) return false;
+  print_bw_header(o_);
+  for (uint64_t size : o_.size_list) {
+    if (o_.client()) {
+      set_send_wqes(size);
+    } else if (!(o_.verify ? verify_post_receives(size) : post_receives(size))) {
+      return false;
+    }
+    if (!hand_shake()) return false;  // the receives are posted
+    if (o_.verify) {
+      if (!verify_sync_params(size) || !verify_send(size)) return false;
+    } else if (!(o_.client() ? run_iter_bw(size) : run_iter_bw_server(size))) {
+      return false;
+    }
+    last_report_ = bw_report(size);
+    print_bw_report(o_, last_report_);
+    // One more sync point per size when running several (perftest's RUN_ALL loop only).
+    if (o_.multi_size && !hand_shake()) return false;
+  }
+  std::printf("%s", kResultLine);
+  return close_connection();
+}
+
+// write_lat.c: no closing exchange; each side just leaves.
+bool PerfTest::run_write_lat() {
+  if (!exchange_addresses(true) || !connect_qps() || !print_addresses_and_exchange()) {
+    return false;
+  }
+  if (!hand_shake()) return false;
+  set_send_wqes(o_.size);
+  print_lat_header(o_);
+  for (uint64_t size : o_.size_list) {
+    if (!run_iter_lat_write(size)) return false;
+    lat_report(size);
+  }
+  std::printf("%s", kResultLine);
+  return true;
+}
+
+// read_lat.c: only the client reads; the server closes at once.
+bool PerfTest::run_read_lat() {
+  if (!exchange_addresses(true) || !connect_qps() || !print_addresses_and_exchange()) {
+    return false;
+  }
+  if (!hand_shake()) return false;
+  if (!o_.client()) {
+    if (!close_connection()) return false;
+    std::printf("%s", kResultLine);
+    return true;
+  }
+  print_lat_header(o_);
+  set_send_wqes(o_.size);
+  for (uint64_t size : o_.size_list) {
+    if (!run_iter_lat(size)) return false;
+    lat_report(size);
+  }
+  if (!close_connection()) return false;
+  std::printf("%s", kResultLine);
+  return true;
+}
+
+// send_lat.c: receives are posted before each size's sync point.
+bool PerfTest::run_send_lat() {
+  if (!exchange_addresses(false) || !connect_qps()) return false;
+  if (!hand_shake()) return false;
+  if (!print_addresses_and_exchange()) return false;
+  print_lat_header(o_);
+  set_send_wqes(o_.size);
+  for (uint64_t size : o_.size_list) {
+    if (!post_receives(size) || !hand_shake()) return false;
+    if (!run_iter_lat_send(size)) return false;
+    lat_report(size);
+  }
+  std::printf("%s", kResultLine);
+  return close_connection();
+}
+
+}  // namespace roce::perf

@@ -1,0 +1,331 @@
+// roce-raw-pingpong: the latency floor of a DPDK vdev between two processes. One Ethernet frame
+// bounces between a `ping` and a `pong` process over one port (net_memif, net_af_packet, ...),
+// with nothing but rte_eth_tx_burst / rte_eth_rx_burst in between: no protocol, no copy beyond
+// the driver's, one busy-polling thread per process. The ping side timestamps each round trip
+// (steady clock, as roce-perf) and reports half of it, so the figures compare with roce-perf
+// send_lat's on the same vdev (docs/performance.md, scripts/bench-datapath.sh).
+//
+//   roce-raw-pingpong EAL-ARGS -- --role pong [--timeout S]
+//   roce-raw-pingpong EAL-ARGS -- --role ping [--iters N] [--warmup N] [--size BYTES] [--timeout S]
+//
+// EAL-ARGS name the port: e.g. --no-huge -m 256 --no-pci --file-prefix pp1 --lcores 0@1
+// --vdev net_memif0,role=server,socket=/tmp/pp.sock,socket-abstract=no (the pong side; the ping
+// side role=client, started once the server's socket exists). The ping side prints
+//   raw_pingpong: iters=N size=B half_rtt_us: min=.. median=.. avg=.. p99=.. p99.9=.. max=..
+// and tells the pong side to stop with a last frame. Exit 0; 1 on a runtime failure (no link,
+// timeout); 2 on a bad argument.
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr uint16_t kEtherType = 0x88B5;  // IEEE 802 local experimental
+constexpr uint32_t kMagic = 0x52505050;  // "RPPP"
+constexpr uint16_t kBurst = 32;
+
+struct Payload {
+  uint32_t magic;
+  uint32_t stop;
+  uint64_t seq;
+};
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "roce-raw-pingpong: %s\n", why);
+  std::fprintf(stderr,
+               "usage: roce-raw-pingpong EAL-ARGS -- --role ping|pong [--iters N] [--warmup N] "
+               "[--size BYTES] [--timeout S]\n");
+  return 2;
+}
+
+bool parse_u64(const char* s, uint64_t lo, uint64_t hi, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno || !*s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+struct Port {
+  uint16_t id = 0;
+  rte_mempool* pool = nullptr;
+  bool started = false;
+  void stop() {
+    if (started) rte_eth_dev_stop(id);
+    started = false;
+  }
+};
+
+bool open_port(Port* p) {
+  if (rte_eth_dev_count_avail() < 1) {
+    std::fprintf(stderr, "roce-raw-pingpong: no port (give --vdev ...)\n");
+    return false;
+  }
+  uint16_t first = RTE_MAX_ETHPORTS;
+  uint16_t id = 0;
+  RTE_ETH_FOREACH_DEV(id) {
+    if (first == RTE_MAX_ETHPORTS) first = id;
+  }
+  p->id = first;
+  p->pool = rte_pktmbuf_pool_create("pp_pool", 2047, 64, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                    static_cast<int>(rte_socket_id()));
+  if (!p->pool) {
+    std::fprintf(stderr, "roce-raw-pingpong: mbuf pool: %s\n", rte_strerror(rte_errno));
+    return false;
+  }
+  rte_eth_conf conf;
+  std::memset(&conf, 0, sizeof conf);
+  int rc = rte_eth_dev_configure(p->id, 1, 1, &conf);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(p->id, 0, 1024, rte_socket_id(), nullptr, p->pool);
+  if (rc == 0) rc = rte_eth_tx_queue_setup(p->id, 0, 1024, rte_socket_id(), nullptr);
+  if (rc == 0) rc = rte_eth_dev_start(p->id);
+  if (rc != 0) {
+    std::fprintf(stderr, "roce-raw-pingpong: port set-up: %s\n", rte_strerror(-rc));
+    return false;
+  }
+  p->started = true;
+  rte_eth_promiscuous_enable(p->id);  // -ENOTSUP is fine: nothing else is on the link
+  return true;
+}
+
+bool link_up(const Port& p) {
+  rte_eth_link link;
+  std::memset(&link, 0, sizeof link);
+  return rte_eth_link_get_nowait(p.id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool wait_link(const Port& p, uint64_t deadline) {
+  while (!link_up(p)) {
+    if (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline) return false;
+    rte_delay_us_sleep(1000);
+  }
+  return true;
+}
+
+Payload* payload_of(rte_mbuf* m) {
+  return rte_pktmbuf_mtod_offset(m, Payload*, sizeof(rte_ether_hdr));
+}
+
+bool is_ours(rte_mbuf* m) {
+  if (rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr) + sizeof(Payload)) return false;
+  const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+  return eth->ether_type == rte_cpu_to_be_16(kEtherType) && payload_of(m)->magic == kMagic;
+}
+
+rte_mbuf* make_frame(const Port& p, uint32_t size, uint64_t seq, bool stop) {
+  rte_mbuf* m = rte_pktmbuf_alloc(p.pool);
+  if (!m) return nullptr;
+  char* d = rte_pktmbuf_append(m, static_cast<uint16_t>(size));
+  std::memset(d, 0, size);
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+  const rte_ether_addr dst = {{0x02, 0, 0, 0x99, 0, 0x02}};
+  const rte_ether_addr src = {{0x02, 0, 0, 0x99, 0, 0x01}};
+  eth->dst_addr = dst;
+  eth->src_addr = src;
+  eth->ether_type = rte_cpu_to_be_16(kEtherType);
+  *payload_of(m) = Payload{kMagic, stop ? 1u : 0u, seq};
+  return m;
+}
+
+// Sends one frame, retrying while the ring is full; false at the deadline.
+bool send_one(const Port& p, rte_mbuf* m, uint64_t deadline) {
+  while (rte_eth_tx_burst(p.id, 0, &m, 1) == 0) {
+    if (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline) {
+      rte_pktmbuf_free(m);
+      return false;
+    }
+  }
+  return true;
+}
+
+int run_pong(Port& p, uint64_t timeout_ns) {
+  if (!wait_link(p, now_ns() + timeout_ns)) {
+    std::fprintf(stderr, "roce-raw-pingpong: no link within the timeout\n");
+    return 1;
+  }
+  rte_mbuf* bufs[kBurst];
+  uint64_t last = now_ns(), echoed = 0, idle = 0;
+  bool stop = false;
+  while (!stop) {
+    const uint16_t n = rte_eth_rx_burst(p.id, 0, bufs, kBurst);
+    if (n == 0) {
+      if (g_stop.load(std::memory_order_relaxed)) return 1;
+      // The clock is read only when idle; a stalled peer ends the run.
+      if ((++idle & 0xFFF) == 0 && now_ns() - last > timeout_ns) {
+        std::fprintf(stderr, "roce-raw-pingpong: no frame for the timeout\n");
+        return 1;
+      }
+      continue;
+    }
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf* m = bufs[i];
+      if (!is_ours(m)) {
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+      std::swap(eth->dst_addr, eth->src_addr);
+      if (payload_of(m)->stop) stop = true;
+      bufs[k++] = m;
+    }
+    uint16_t sent = 0;
+    while (sent < k) {
+      sent += rte_eth_tx_burst(p.id, 0, bufs + sent, static_cast<uint16_t>(k - sent));
+      if (g_stop.load(std::memory_order_relaxed)) return 1;
+    }
+    echoed += k;
+    last = now_ns();
+  }
+  // The ping side stops its port once it has our answer to its stop frame: wait for that (no
+  // more rx polling: a driver polled after its peer left may fault) before stopping ours.
+  const uint64_t until = now_ns() + 2'000'000'000ull;
+  while (link_up(p) && now_ns() < until) rte_delay_us_sleep(1000);
+  std::printf("raw_pingpong: pong echoed %llu frames\n", static_cast<unsigned long long>(echoed));
+  return 0;
+}
+
+int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint64_t timeout_ns) {
+  if (!wait_link(p, now_ns() + timeout_ns)) {
+    std::fprintf(stderr, "roce-raw-pingpong: no link within the timeout\n");
+    return 1;
+  }
+  std::vector<uint64_t> samples(iters);
+  rte_mbuf* bufs[kBurst];
+  const uint64_t total = warmup + iters;
+  for (uint64_t seq = 0; seq <= total; ++seq) {
+    const bool stop = seq == total;  // the last frame tells the pong side to finish
+    rte_mbuf* m = make_frame(p, size, seq, stop);
+    if (!m) {
+      std::fprintf(stderr, "roce-raw-pingpong: mbuf pool empty\n");
+      return 1;
+    }
+    const uint64_t t0 = now_ns();
+    const uint64_t deadline = t0 + timeout_ns;
+    if (!send_one(p, m, deadline)) {
+      std::fprintf(stderr, "roce-raw-pingpong: cannot send frame %llu\n",
+                   static_cast<unsigned long long>(seq));
+      return 1;
+    }
+    bool got = false;
+    uint64_t t1 = 0, polls = 0;
+    while (!got) {
+      const uint16_t n = rte_eth_rx_burst(p.id, 0, bufs, kBurst);
+      if (n) t1 = now_ns();
+      for (uint16_t i = 0; i < n; ++i) {
+        if (is_ours(bufs[i]) && payload_of(bufs[i])->seq == seq) got = true;
+        rte_pktmbuf_free(bufs[i]);
+      }
+      if (!got && (++polls & 0xFFF) == 0 &&
+          (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline)) {
+        std::fprintf(stderr, "roce-raw-pingpong: no answer to frame %llu\n",
+                     static_cast<unsigned long long>(seq));
+        return 1;
+      }
+    }
+    if (seq >= warmup && seq < total) samples[seq - warmup] = t1 - t0;
+  }
+  p.stop();  // before the pong side stops its own (see run_pong)
+  std::sort(samples.begin(), samples.end());
+  auto pct = [&](double q) {
+    const auto i = static_cast<size_t>(q * static_cast<double>(iters - 1) + 0.5);
+    return static_cast<double>(samples[i]) / 2e3;  // half the round trip, in us
+  };
+  double sum = 0;
+  for (uint64_t s : samples) sum += static_cast<double>(s);
+  std::printf(
+      "raw_pingpong: iters=%llu size=%u half_rtt_us: min=%.3f median=%.3f avg=%.3f p99=%.3f "
+      "p99.9=%.3f max=%.3f\n",
+      static_cast<unsigned long long>(iters), size, pct(0), pct(0.5),
+      sum / static_cast<double>(iters) / 2e3, pct(0.99), pct(0.999), pct(1));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int eal = rte_eal_init(argc, argv);
+  if (eal < 0) {
+    std::fprintf(stderr, "roce-raw-pingpong: rte_eal_init: %s\n", rte_strerror(rte_errno));
+    return 2;
+  }
+  argc -= eal;
+  argv += eal;
+  std::string role;
+  uint64_t iters = 100000, warmup = 1000, size = 64, timeout_s = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      rte_eal_cleanup();
+      return usage(("missing value for " + a).c_str());
+    }
+    const char* v = argv[++i];
+    bool ok = true;
+    if (a == "--role") {
+      role = v;
+      ok = role == "ping" || role == "pong";
+    } else if (a == "--iters") {
+      ok = parse_u64(v, 1, 100'000'000, &iters);
+    } else if (a == "--warmup") {
+      ok = parse_u64(v, 0, 100'000'000, &warmup);
+    } else if (a == "--size") {
+      ok = parse_u64(v, 60, 1514, &size);
+    } else if (a == "--timeout") {
+      ok = parse_u64(v, 1, 3600, &timeout_s);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      rte_eal_cleanup();
+      return usage(("bad argument " + a + " " + v).c_str());
+    }
+  }
+  if (role.empty()) {
+    rte_eal_cleanup();
+    return usage("--role ping|pong is required");
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  Port port;
+  int rc = 1;
+  const bool opened = open_port(&port);
+  if (opened) {
+    const uint64_t timeout_ns = timeout_s * 1'000'000'000ull;
+    rc = role == "ping" ? run_ping(port, iters, warmup, static_cast<uint32_t>(size), timeout_ns)
+                        : run_pong(port, timeout_ns);
+  }
+  std::fflush(stdout);
+  port.stop();
+  if (opened) rte_eth_dev_close(port.id);
+  // DPDK 22.11 leaves its runtime directory (/var/run/dpdk/<file-prefix>) behind.
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  std::error_code ec;
+  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+  return rc;
+}

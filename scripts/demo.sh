@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The stack in one command, on a fresh Debian 12 machine: installs what is missing, builds
+# roce-perf, creates two network namespaces joined by a veth pair, runs a userspace RoCEv2 stack
+# instance in each (DPDK net_af_packet on the veth), and runs perftest's write_bw and send_lat
+# between them with roce-perf; prints perftest's output, and removes everything on the way out.
+#
+#   scripts/demo.sh [--build-dir DIR] [--skip-build] [--vdev af_packet|pcap]
+#
+# Needs root for the namespaces (sudo is used when run as another user). About 15 s after the
+# build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+build_dir=$root/build
+skip_build=0
+vdev=af_packet
+while (($#)); do
+  case $1 in
+    --build-dir) build_dir=${2:?--build-dir DIR}; shift 2 ;;
+    --skip-build) skip_build=1; shift ;;
+    --vdev) vdev=${2:?--vdev af_packet|pcap}; shift 2 ;;
+    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "demo: unknown argument '$1' (--build-dir DIR, --skip-build, --vdev af_packet|pcap)" >&2; exit 2 ;;
+  esac
+done
+[[ $vdev == af_packet || $vdev == pcap ]] || { echo "demo: --vdev is af_packet or pcap" >&2; exit 2; }
+
+SUDO=
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "demo: needs root (network namespaces), or sudo" >&2; exit 2; }
+  SUDO=sudo
+fi
+step() { printf '\n=== %s ===\n' "$*"; }
+
+if ((skip_build == 0)); then
+  step "dependencies"
+  "$root/scripts/install-deps.sh"
+  step "build roce-perf ($build_dir, RelWithDebInfo)"
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C "$build_dir" roce-perf
+fi
+perf=$build_dir/apps/roce-perf
+[[ -x $perf ]] || { echo "demo: no $perf (build it, or drop --skip-build)" >&2; exit 1; }
+
+export ROCE_TB_PREFIX=${ROCE_DEMO_PREFIX:-roce-demo-}
+logs=$(mktemp -d /tmp/roce-demo.XXXXXX)
+server_pid=
+cleanup() {
+  local rc=$?
+  set +e
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  $SUDO env ROCE_TB_PREFIX="$ROCE_TB_PREFIX" "$root/scripts/testbed.sh" down >/dev/null 2>&1
+  rm -rf "$logs"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step "testbed: two namespaces, one veth pair ($vdev)"
+$SUDO env ROCE_TB_PREFIX="$ROCE_TB_PREFIX" "$root/scripts/testbed.sh" up 2 | grep -v "^TB_DEVICE"
+dev1=$("$root/scripts/testbed.sh" env 1 "$vdev" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p")
+dev2=$("$root/scripts/testbed.sh" env 2 "$vdev" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p")
+oob=$("$root/scripts/testbed.sh" env 1 | sed -n 's/^TB_OOB_ADDR=//p')
+
+# run NAME ARGS...: the server in namespace 1, the client in namespace 2; prints the client's
+# perftest output and the server's result lines.
+run() {
+  local name=$1
+  shift
+  echo "\$ roce-perf $* --device \"<instance 1>\"            # server, namespace ${ROCE_TB_PREFIX}1"
+  echo "\$ roce-perf $* --device \"<instance 2>\" $oob   # client, namespace ${ROCE_TB_PREFIX}2"
+  $SUDO timeout -k 5 60 ip netns exec "${ROCE_TB_PREFIX}1" "$perf" "$@" --device "$dev1" \
+    --timeout 30 >"$logs/$name.server" 2>&1 &
+  server_pid=$!
+  local rc=0
+  $SUDO timeout -k 5 60 ip netns exec "${ROCE_TB_PREFIX}2" "$perf" "$@" --device "$dev2" \
+    --timeout 30 "$oob" >"$logs/$name.client" 2>&1 || rc=$?
+  wait "$server_pid" || rc=$((rc ? rc : $?))
+  server_pid=
+  echo
+  cat "$logs/$name.client"
+  echo "(server side:)"
+  grep -E '^ [0-9]+ +[0-9]+ ' "$logs/$name.server" || true
+  if ((rc != 0)); then
+    echo "--- server output ---"
+    cat "$logs/$name.server"
+    echo "demo: $name failed" >&2
+    exit 1
+  fi
+}
+
+step "RDMA WRITE bandwidth (perftest's ib_write_bw)"
+run write_bw write_bw -s 65536 -n 5000
+step "SEND latency (perftest's ib_send_lat), the engine driven by the test thread"
+run send_lat send_lat -s 2 -n 1000 --inline-engine
+
+step "done"
+echo "More: $perf --help; scripts/testbed.sh; tests/e2e/ (verified transfers, faults, captures)."

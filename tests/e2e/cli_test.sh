@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# roce-perf's command line: every bad flag or value is one line on stderr and exit 2; --help and
+# --version exit 0; an unreachable server is one line and exit 1. No device is opened (the
+# checks come first), so this runs anywhere, without root.
+#
+# Usage: cli_test.sh ROCE_PERF
+set -uo pipefail
+PERF=${1:?roce-perf binary}
+fails=0
+dev='port=net_null0; ipv4=192.0.2.1/24'
+
+# expect CODE PATTERN ARGS...: exit CODE, exactly one line on stderr matching PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 2
+  local err rc
+  err=$(timeout 20 "$PERF" "$@" 2>&1 >/dev/null)
+  rc=$?
+  local lines
+  lines=$(printf '%s' "$err" | grep -c '')
+  if [[ $rc -ne $code || $lines -ne 1 || ! $err =~ $pattern ]]; then
+    echo "FAIL: roce-perf $*: exit $rc (want $code), stderr ($lines lines): $err"
+    fails=$((fails + 1))
+  else
+    echo "ok: roce-perf $* -> $code: $err"
+  fi
+}
+
+expect 2 "test is required"
+expect 2 "unknown test 'write_bandwidth'" write_bandwidth
+expect 2 "not expected: --bogus" write_bw --bogus
+expect 2 "rdma_cm .* not supported" write_bw -R
+expect 2 "bidirectional" send_bw -b
+expect 2 "only RC" write_bw -c UD
+expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
+expect 2 "iters: 'many'" write_bw -n many
+expect 2 "size: '0'" write_bw -s 0
+expect 2 "size: '12X'" write_bw -s 12X
+expect 2 "mtu: '1500' is not one of" write_bw -m 1500
+expect 2 "tx-depth" write_bw -t 0
+expect 2 "multiple QPs only available on bw tests" send_lat -q 2
+expect 2 "inline data is not available on READ" read_bw -I 64
+expect 2 "outstanding reads apply to READ" write_bw -o 4
+expect 2 "atomic type applies to atomic tests only" write_bw -A CMP_AND_SWAP
+expect 2 "atomic_type: 'ADD'" atomic_bw -A ADD
+expect 2 "cannot be changed for atomic tests" atomic_bw -s 16
+expect 2 "on RDMA verbs it can only be 1" write_bw -r 4
+expect 2 "multiple of the post list" write_bw -l 3 -n 1000
+expect 2 "available only on latency tests" write_bw -U
+expect 2 "--verify applies to write_bw, read_bw and send_bw" write_lat --verify
+expect 2 "--verify counts messages" write_bw --verify -D 5
+expect 2 "DURATION must be greater than 2 \\* MARGIN" write_bw -D 4 -f 2
+expect 2 "ib-port: a device has one port" write_bw -i 2
+expect 2 "--sizes and -a" write_bw -a --sizes 1,2
+expect 2 "--sizes: size: 'x'" write_bw --sizes 1,x
+expect 2 "no device configured" write_bw
+expect 2 "--device: unknown setting 'colour'" write_bw --device "colour=blue"
+expect 2 "--device: mtu: '99999'" write_bw --device "port=x; ipv4=10.0.0.1; mtu=99999"
+expect 2 "no address given" write_bw --device "port=net_null0"
+expect 2 "ib-dev: no device 'mlx5_0' configured" write_bw -d mlx5_0 --config /dev/null
+expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf
+
+# A runtime failure: the device opens (net_null, no namespace needed) but nobody listens.
+if [[ $(id -u) -eq 0 ]]; then
+  expect 1 "Couldn't connect to 127.0.0.1:9 \\(Connection refused\\)" write_bw --device "$dev" \
+    --timeout 1 -p 9 127.0.0.1
+fi
+
+for flag in --help -V; do
+  if out=$(timeout 20 "$PERF" $flag 2>&1) && [[ -n $out ]]; then
+    echo "ok: roce-perf $flag -> 0"
+  else
+    echo "FAIL: roce-perf $flag"
+    fails=$((fails + 1))
+  fi
+done
+timeout 20 "$PERF" -V | grep -q "^Version: 6.06" || { echo "FAIL: -V does not say 6.06"; fails=$((fails + 1)); }
+
+echo "$fails failed"
+((fails == 0))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's one-command demo (scripts/demo.sh), with the build already done by this ctest
+# run: it must print perftest's result lines for write_bw and send_lat, exit 0, and leave no
+# namespace behind.
+#
+# Usage: demo_test.sh BUILD_DIR
+E2E_NAME=demo
+BUILD=${1:?build directory}
+PERF=$BUILD/apps/roce-perf
+source "$(dirname "$0")/lib.sh"
+require_netns
+export ROCE_DEMO_PREFIX="$ROCE_TB_PREFIX"
+log "scripts/demo.sh --skip-build --build-dir $BUILD"
+timeout -k 5 150 "$REPO/scripts/demo.sh" --skip-build --build-dir "$BUILD" >"$WORK/demo.out" 2>&1 ||
+  die "demo.sh failed: $(tail -n 20 "$WORK/demo.out")"
+grep -q "RDMA_Write BW Test" "$WORK/demo.out" || die "no write_bw banner"
+grep -q "Send Latency Test" "$WORK/demo.out" || die "no send_lat banner"
+grep -Eq '^ 65536 +5000 +[0-9.]+ +[0-9.]+' "$WORK/demo.out" || die "no write_bw result line"
+grep -Eq '^ 2 +1000 +[0-9.]+ +[0-9.]+' "$WORK/demo.out" || die "no send_lat result line"
+ip netns list | grep -q "^${ROCE_TB_PREFIX}" && die "demo.sh left namespaces behind"
+grep -E '^ (65536|2) ' "$WORK/demo.out" | sed 's/^/    /'
+log "PASS"

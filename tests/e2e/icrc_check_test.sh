@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/icrc_check.py on the real rxe captures of tests/data: every one of the 1016 RoCEv2
+# frames (IPv4 and IPv6) passes; then a copy with one payload byte flipped in an IPv4 and in an
+# IPv6 frame must fail (so the check can fail at all).
+#
+# Usage: icrc_check_test.sh DATA_DIR
+set -euo pipefail
+DATA=${1:?tests/data}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+$PY -c 'import scapy.contrib.roce' 2>/dev/null || { echo "SKIP: needs python3-scapy"; exit 77; }
+out=$($PY "$REPO/scripts/icrc_check.py" "$DATA"/*.pcap)
+tail -n 1 <<<"$out"
+grep -qx "total: 1016 RoCEv2 frames, 0 bad" <<<"$out" || { echo "$out"; exit 1; }
+grep -q "also checked by scapy" <<<"$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for f in write_bw_ipv4_8KiB rc_pingpong_ipv6_64B; do
+  # The last record's last payload byte before its ICRC (the last 4 bytes of the file).
+  $PY - "$DATA/$f.pcap" "$tmp/$f.pcap" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[-5] ^= 0x01
+open(sys.argv[2], "wb").write(data)
+PY
+  if $PY "$REPO/scripts/icrc_check.py" "$tmp/$f.pcap" >"$tmp/out" 2>&1; then
+    echo "FAIL: a corrupted $f passed"; cat "$tmp/out"; exit 1
+  fi
+  grep -q "^FAIL .* frame" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+  echo "corrupted $f: $(grep -c '^FAIL' "$tmp/out") frame(s) rejected"
+done
+echo "PASS"

@@ -1,0 +1,265 @@
+// roce-perf's out-of-band exchange and reports, checked against perftest 6.06's definitions
+// (src/perftest_communication.[ch], src/perftest_parameters.h) without any RDMA device: the
+// bytes each message puts on the wire, the order of a session's hand shakes over loopback TCP,
+// and the report lines' formats and arithmetic.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "apps/perf/oob.h"
+#include "apps/perf/options.h"
+#include "apps/perf/report.h"
+
+namespace {
+using namespace roce;
+using namespace roce::perf;
+
+KeyMessage sample_key() {
+  KeyMessage k;
+  k.lid = 0;
+  k.out_reads = 16;
+  k.qpn = 0x11;
+  k.psn = 0xabcdef;
+  k.rkey = 0x12340001;
+  k.vaddr = 0x7f0011223344ull;
+  k.gid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 77, 0, 101};
+  return k;
+}
+
+TEST(KeyMessage, HasPerftestsGidFormatAnd108Bytes) {
+  // KEY_PRINT_FMT_GID: "%04x:%04x:%06x:%06x:%08x:%016llx:" + 16 x "%02x:" + "%08x:", plus
+  // the NUL that sizeof(msg) sends along.
+  const std::string m = format_key_message(sample_key());
+  ASSERT_EQ(m.size(), 108u);
+  EXPECT_EQ(m.substr(0, 107),
+            "0000:0010:000011:abcdef:12340001:00007f0011223344:00:00:00:00:00:00:00:00:00:00:"
+            "ff:ff:0a:4d:00:65:00000000:");
+  EXPECT_EQ(m[107], '\0');
+}
+
+TEST(KeyMessage, ParsesWhatItFormatsAndRejectsGarbage) {
+  const std::string m = format_key_message(sample_key());
+  KeyMessage k;
+  ASSERT_TRUE(parse_key_message(m.data(), m.size(), &k));
+  EXPECT_EQ(k.out_reads, 16u);
+  EXPECT_EQ(k.qpn, 0x11u);
+  EXPECT_EQ(k.psn, 0xabcdefu);
+  EXPECT_EQ(k.rkey, 0x12340001u);
+  EXPECT_EQ(k.vaddr, 0x7f0011223344ull);
+  EXPECT_EQ(k.gid, sample_key().gid);
+  std::string bad = m;
+  bad[10] = 'x';
+  EXPECT_FALSE(parse_key_message(bad.data(), bad.size(), &k));
+  EXPECT_FALSE(parse_key_message(m.data(), 60, &k));  // the 59-byte form without a GID
+}
+
+TEST(Version, PerftestReadsOursAsItsOwnAndWeRecogniseEachOther) {
+  uint8_t buf[kVersionSize];
+  format_version(VersionInfo{kPerftestVersion, true, true}, buf);
+  EXPECT_STREQ(reinterpret_cast<const char*>(buf), "6.06");  // what atof() sees
+  EXPECT_DOUBLE_EQ(std::atof(reinterpret_cast<const char*>(buf)), 6.06);
+  VersionInfo v = parse_version(buf);
+  EXPECT_TRUE(v.roce_perf);
+  EXPECT_TRUE(v.verify);
+  // A real perftest: strncpy(version, "6.06", 16) leaves zeros behind the string.
+  uint8_t theirs[kVersionSize] = {'6', '.', '0', '6'};
+  v = parse_version(theirs);
+  EXPECT_EQ(v.version, "6.06");
+  EXPECT_FALSE(v.roce_perf);
+}
+
+// A raw TCP peer that records the bytes roce-perf's client sends and answers with `reply`.
+class RawPeer {
+ public:
+  RawPeer() {
+    ls_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(ls_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(ls_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(ls_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(ls_, 1);
+  }
+  ~RawPeer() {
+    if (fd_ >= 0) close(fd_);
+    close(ls_);
+  }
+  int port() const { return port_; }
+  void accept_now() { fd_ = accept(ls_, nullptr, nullptr); }
+  std::string read_n(size_t n) {
+    std::string s(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = recv(fd_, s.data() + got, n - got, 0);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    s.resize(got);
+    return s;
+  }
+  void write(const std::string& s) {
+    ASSERT_EQ(send(fd_, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
+  }
+
+ private:
+  int ls_ = -1, fd_ = -1, port_ = 0;
+};
+
+TEST(Oob, ClientPutsPerftestsBytesOnTheWire) {
+  RawPeer peer;
+  OobChannel c;
+  std::string err;
+  std::thread t([&] { peer.accept_now(); });
+  ASSERT_TRUE(c.connect_to("127.0.0.1", peer.port(), 5, &err)) << err;
+  t.join();
+  // exchange_versions: the client writes its 16 bytes first, then reads the server's.
+  VersionInfo theirs;
+  std::thread s1([&] {
+    EXPECT_EQ(peer.read_n(16).substr(0, 5), std::string("6.06\0", 5));
+    peer.write(std::string("6.06\0\0\0\0\0\0\0\0\0\0\0\0", 16));
+  });
+  ASSERT_TRUE(c.exchange_versions(VersionInfo{kPerftestVersion, true, false}, &theirs, &err));
+  s1.join();
+  EXPECT_FALSE(theirs.roce_perf);
+  // check_sys_data: two big-endian ints; each side keeps the larger.
+  int cycle = 4096, line = 64;
+  std::thread s2([&] {
+    EXPECT_EQ(peer.read_n(4), std::string("\0\0\x10\0", 4));
+    peer.write(std::string("\0\0\x20\0", 4));  // 8192
+    EXPECT_EQ(peer.read_n(4), std::string("\0\0\0\x40", 4));
+    peer.write(std::string("\0\0\0\x20", 4));  // 32
+  });
+  ASSERT_TRUE(c.exchange_sys_data(&cycle, &line, &err));
+  s2.join();
+  EXPECT_EQ(cycle, 8192);
+  EXPECT_EQ(line, 64);
+  // check_mtu: the ibv_mtu value as "%d" in two bytes; the smaller one wins.
+  Mtu mtu;
+  std::thread s3([&] {
+    EXPECT_EQ(peer.read_n(2), std::string("5\0", 2));
+    peer.write(std::string("3\0", 2));
+  });
+  ASSERT_TRUE(c.exchange_mtu(Mtu::k4096, &mtu, &err));
+  s3.join();
+  EXPECT_EQ(mtu, Mtu::k1024);
+  // ctx_hand_shake: 108 bytes each way, client first.
+  KeyMessage rem;
+  std::thread s4([&] {
+    EXPECT_EQ(peer.read_n(108), format_key_message(sample_key()));
+    KeyMessage k = sample_key();
+    k.qpn = 0x22;
+    peer.write(format_key_message(k));
+  });
+  ASSERT_TRUE(c.hand_shake(sample_key(), &rem, &err)) << err;
+  s4.join();
+  EXPECT_EQ(rem.qpn, 0x22u);
+  // xchg_bw_reports: size, iters (8 bytes since 5.33), peak, average, rate: big-endian.
+  BwReport mine{65536, 5000, 1.5, 2.5, 0.25}, got;
+  std::thread s5([&] {
+    const std::string size = peer.read_n(8);
+    EXPECT_EQ(size, std::string("\0\0\0\0\0\x01\0\0", 8));
+    peer.write(size);
+    const std::string iters = peer.read_n(8);
+    EXPECT_EQ(iters, std::string("\0\0\0\0\0\0\x13\x88", 8));
+    peer.write(iters);
+    const std::string peak = peer.read_n(8);
+    EXPECT_EQ(peak, std::string("\x3f\xf8\0\0\0\0\0\0", 8));  // 1.5
+    peer.write(peak);
+    peer.write(peer.read_n(8));
+    peer.write(peer.read_n(8));
+  });
+  ASSERT_TRUE(c.exchange_bw_reports(mine, &got, &err));
+  s5.join();
+  EXPECT_EQ(got.size, 65536u);
+  EXPECT_EQ(got.iters, 5000u);
+  EXPECT_DOUBLE_EQ(got.bw_peak, 1.5);
+  EXPECT_DOUBLE_EQ(got.bw_avg, 2.5);
+  EXPECT_DOUBLE_EQ(got.msg_rate, 0.25);
+  // ctx_close_connection: a last hand shake, then "done" with its NUL.
+  std::thread s6([&] {
+    peer.read_n(108);
+    peer.write(format_key_message(sample_key()));
+    EXPECT_EQ(peer.read_n(5), std::string("done\0", 5));
+  });
+  ASSERT_TRUE(c.close_connection(sample_key(), &err));
+  s6.join();
+}
+
+TEST(Oob, ServerReadsFirstAndTimesOut) {
+  OobChannel s;
+  std::string err;
+  // Nobody connects: accept gives up after the timeout instead of waiting forever.
+  EXPECT_FALSE(s.accept_one(0, 0.3, &err));
+  EXPECT_NE(err.find("no client"), std::string::npos) << err;
+}
+
+// perftest_parameters.h's REPORT_FMT / REPORT_FMT_EXT / REPORT_FMT_LAT, as the reference.
+constexpr const char* kReportFmt =
+    " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n";
+constexpr const char* kReportFmtExt =
+    " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf\n";
+constexpr const char* kReportFmtLat =
+    " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f "
+    "\t\t%-7.2f\n";
+
+TEST(Report, BwLineHasPerftestsColumns) {
+  PerfOptions o;
+  char expect[256];
+  testing::internal::CaptureStdout();
+  print_bw_report(o, BwReport{65536, 5000, 1655.5, 1500.07, 0.024001});
+  std::snprintf(expect, sizeof expect, kReportFmt, 65536ul, 5000ul, 1655.5, 1500.07, 0.024001);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+  EXPECT_EQ(std::string(expect),
+            " 65536      5000             1655.50            1500.07\t\t   0.024001\n");
+  o.report_gbits = true;
+  testing::internal::CaptureStdout();
+  print_bw_report(o, BwReport{2, 1000, 0.05, 0.04, 1.25});  // below 0.1 Gb/s: more digits
+  std::snprintf(expect, sizeof expect, kReportFmtExt, 2ul, 1000ul, 0.05, 0.04, 1.25);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+}
+
+TEST(Report, BwArithmeticIsPerftests) {
+  // 4 messages of 1 MiB, one completion each, 1 ms apart: 4 MiB in 4 ms = 1000 MiB/s.
+  PerfOptions o;
+  const uint64_t posted[4] = {0, 0, 0, 0};
+  const uint64_t completed[4] = {1'000'000, 2'000'000, 3'000'000, 4'000'000};
+  BwSamples s{posted, completed, 4, false, 1, 1};
+  const BwReport r = compute_bw_report(o, 1 << 20, s);
+  EXPECT_NEAR(r.bw_avg, 1000.0, 1e-9);
+  EXPECT_NEAR(r.msg_rate, 0.001, 1e-12);
+  EXPECT_NEAR(r.bw_peak, 1000.0, 1e-9);  // every window runs at 1 ms per message
+}
+
+TEST(Report, LatencyStatisticsArePerftests) {
+  // write_lat halves the round trip: posts every 10 us (and two slow ones) report 5 us typical.
+  PerfOptions o;
+  o.verb = Verb::kWrite;
+  o.kind = TestKind::kLat;
+  uint64_t posted[12], scratch[12];
+  uint64_t t = 0;
+  for (int i = 0; i < 12; ++i) {
+    posted[i] = t;
+    t += (i == 3 || i == 7) ? 1'000'000 : 10'000;
+  }
+  testing::internal::CaptureStdout();
+  print_lat_report(o, 2, posted, 12, scratch);
+  const std::string line = testing::internal::GetCapturedStdout();
+  // Sorted, the two slowest samples are dropped from the average and the median, but t_max
+  // and the percentiles index one past them (perftest's delta[measure_cnt]): 500 us.
+  char expect[256];
+  std::snprintf(expect, sizeof expect, kReportFmtLat, 2ul, 12ul, 5.0, 500.0, 5.0, 5.0, 0.0, 500.0,
+                500.0);
+  EXPECT_EQ(line, expect);
+}
+
+}  // namespace

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# End to end against the real thing: Debian's perftest binaries (ib_write_bw, ib_send_lat, ...)
+# on one side, roce-perf on the other, both over the stack: perftest runs on our drop-in
+# libibverbs (verbs_shim/), with stand-ins for the provider libraries it links (perftest_stubs/).
+# Every test in both directions (perftest as server, then as client), plus the multi-size (-a),
+# multi-QP (-q) and duration (-D) sequences: both sides must finish with exit 0 and print their
+# results. This is the check that roce-perf speaks perftest's out-of-band protocol.
+#
+# Usage: perftest_interop_test.sh ROCE_PERF SHIM_DIR STUB_DIR
+E2E_NAME=interop
+PERF=${1:?roce-perf binary}
+SHIM=${2:?directory of the shim libibverbs.so.1}
+STUBS=${3:?directory of the stub libmlx5.so.1 / libefa.so.1}
+source "$(dirname "$0")/lib.sh"
+require_netns
+[[ -x /usr/bin/ib_write_bw ]] || skip "needs Debian's perftest"
+[[ -e $SHIM/libibverbs.so.1 && -e $STUBS/libmlx5.so.1 ]] || die "no shim or stubs"
+
+testbed_up 2
+dev1=$(device 1 af_packet)
+dev2=$(device 2 af_packet)
+lib="LD_LIBRARY_PATH=$STUBS:$SHIM"
+
+# interop ps|rs TEST ARGS...: ps = perftest server + roce-perf client; rs = the other way.
+interop() {
+  local mode=$1 t=$2
+  shift 2
+  local name="$mode-$t-$(tr -d ' -' <<<"$*")" s c src=0 crc=0
+  log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") $*"
+  if [[ $mode == ps ]]; then
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+      "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>&1 &
+    s=$!
+    PIDS+=("$s")
+    sleep 1  # perftest's client does not retry a refused connection; let the server listen
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" "$@" --device "$dev2" \
+      --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
+  else
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" "$t" "$@" --device "$dev1" \
+      --timeout 60 >"$WORK/$name.server.out" 2>&1 &
+    s=$!
+    PIDS+=("$s")
+    for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
+    sleep 0.2
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+      "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
+  fi
+  wait "$s" || src=$?
+  if ((src != 0 || crc != 0)); then
+    tail -n 15 "$WORK/$name.server.out" "$WORK/$name.client.out"
+    die "$name: server exit $src, client exit $crc"
+  fi
+  local side
+  for side in server client; do
+    [[ $t == read_lat && $side == server ]] && continue  # perftest's read_lat server reports nothing
+    report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
+  done
+  echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+}
+
+for mode in ps rs; do
+  for t in write_bw read_bw send_bw atomic_bw write_lat read_lat send_lat; do
+    interop $mode $t -n 200
+  done
+  interop $mode send_bw -a -n 5
+  interop $mode write_bw -q 3 -s 4096 -n 500
+  interop $mode send_lat -D 2
+done
+log "PASS"
