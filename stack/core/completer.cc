@@ -98,6 +98,12 @@ void Engine::arm_retransmit(Qp& qp) {
   rearm_retransmit(qp);
 }
 
+// Nothing outstanding (or an RNR wait): no ACK deadline.
+void Engine::stop_retransmit(Qp& qp) {
+  timers_.cancel(qp.snd_.retransmit);
+  qp.snd_.ack_deadline_ns = UINT64_MAX;
+}
+
 // The same timer for the same ACK deadline: a gap owed or settled is not progress.
 void Engine::rearm_retransmit(Qp& qp) {
   auto& s = qp.snd_;
@@ -160,7 +166,7 @@ void Engine::comp_progress(Qp& qp) {
   if (psn_diff(s.max_psn, s.comp_psn) > 0) {
     if (!s.rnr_wait) arm_retransmit(qp);
   } else {
-    timers_.cancel(s.retransmit);
+    stop_retransmit(qp);
   }
   if (qp.attr_.qp_state == QpState::kSqd && s.head == s.send && !s.drained_event &&
       psn_diff(s.max_psn, s.comp_psn) <= 0) {
@@ -261,7 +267,7 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
         if (qp.attr_.rnr_retry != 7) --s.rnr_retry_left;  // 7 means retry forever
         req_rewind(qp, psn);
         s.rnr_wait = true;
-        timers_.cancel(s.retransmit);
+        stop_retransmit(qp);
         timers_.arm(s.rnr, now_ + uint64_t{kRnrTimerUs[syndrome & 0x1F]} * 1000);
         return;
       }
@@ -355,7 +361,7 @@ void Engine::comp_timeout(Qp& qp) {
       req_rewind(qp, s.comp_psn);
       arm_retransmit(qp);
     } else {
-      rearm_retransmit(qp);
+      rearm_retransmit(qp);  // the timer fired for the gap: the ACK deadline stands
     }
     return;
   }

@@ -240,6 +240,7 @@ class Engine {
   void comp_progress(Qp& qp);
   void arm_retransmit(Qp& qp);
   void rearm_retransmit(Qp& qp);
+  void stop_retransmit(Qp& qp);
   bool gap_retry_allowed(Qp& qp);
   bool scatter_read(Qp& qp, const SendWqe& w, uint32_t offset, const uint8_t* src, uint32_t len);
 

@@ -309,7 +309,7 @@ static void unlink_from(Qp*& head, Qp*& tail, Qp* target, Qp* Qp::*next) {
 
 int Engine::destroy_qp(Qp* qp) {
   if (!qp || qp->qpn() >= qps_.size() || qps_[qp->qpn()].get() != qp) return EINVAL;
-  timers_.cancel(qp->snd_.retransmit);
+  stop_retransmit(*qp);
   timers_.cancel(qp->snd_.rnr);
   timers_.cancel(qp->cc_.pace);
   timers_.cancel(qp->cc_.timer);
@@ -461,7 +461,7 @@ void Engine::set_state(Qp& qp, QpState s) {
 }
 
 void Engine::reset_qp_state(Qp& qp) {
-  timers_.cancel(qp.snd_.retransmit);
+  stop_retransmit(qp);
   timers_.cancel(qp.snd_.rnr);
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);
@@ -588,7 +588,7 @@ int Engine::query_qp(const Qp* qp, QpAttr* attr) const {
 void Engine::qp_error(Qp& qp) {
   if (qp.attr_.qp_state == QpState::kErr) return;
   set_state(qp, QpState::kErr);
-  timers_.cancel(qp.snd_.retransmit);
+  stop_retransmit(qp);
   timers_.cancel(qp.snd_.rnr);
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);

@@ -135,9 +135,21 @@ void EngineRunner::loop() {
 
 bool EngineRunner::poll() {
   if (threaded_ && running_.load(std::memory_order_relaxed)) return false;
+  if (!app_polled_.load(std::memory_order_relaxed)) {
+    app_polled_.store(true, std::memory_order_relaxed);
+  }
   std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   return engine_.poll();
+}
+
+void EngineRunner::poll_if_unattended(int max) {
+  if (threaded_ && running_.load(std::memory_order_relaxed)) return;
+  if (app_polled_.exchange(false, std::memory_order_relaxed)) return;
+  for (int i = 0; i < max; ++i) {
+    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+    if (!lock.owns_lock() || !engine_.poll()) return;
+  }
 }
 
 RunnerStats EngineRunner::stats() const {

@@ -74,6 +74,10 @@ class EngineRunner {
   // Inline mode: one poll of the engine from the caller's thread; false if another thread is
   // polling right now (or the engine has its own thread).
   bool poll();
+  // Inline mode, for a helper that keeps the engine moving while the application does not
+  // poll: polls only if no poll() came since the last call (then up to `max` polls, while they
+  // find work). An application driving the engine is not preempted by the helper.
+  void poll_if_unattended(int max);
 
   RunnerStats stats() const;
 
@@ -90,6 +94,7 @@ class EngineRunner {
   std::thread thread_;
   std::thread::id thread_id_{};
   std::atomic<bool> running_{false};
+  std::atomic<bool> app_polled_{false};  // a poll() since the last poll_if_unattended()
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> futex_word_{0};
 
