@@ -43,10 +43,8 @@ void EventPump::loop() {
 }
 
 // Safety net: an armed CQ that has held completions for two ticks in a row gets its event
-// from here (at worst a spurious event, which verbs allows). Without it, Debian's
-// ibv_srq_pingpong -e with 64 KiB messages hung in ibv_get_cq_event in about 4 runs of 10
-// (server side, after the engine's push/arm barrier was fixed); with it, 0 of 8. The path
-// that loses the notification is not found yet (verbs_shim/README.md).
+// from here (at worst a spurious event, which verbs allows). Added while chasing a hang of
+// ibv_srq_pingpong -e with 64 KiB messages, which it did not cure (verbs_shim/README.md).
 void EventPump::check_armed_cqs() {
   std::lock_guard<std::mutex> lock(dev_->reg_mu);
   for (auto& [cqn, cq] : dev_->cqs) {
