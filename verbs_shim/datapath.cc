@@ -243,7 +243,6 @@ int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 int op_req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_cq(ibcq);
-  cq->armed.store(true, std::memory_order_relaxed);
   cq->q->arm(solicited_only != 0);  // fenced: a later poll or the engine's push sees it
   return 0;
 }

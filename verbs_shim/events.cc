@@ -36,25 +36,8 @@ void EventPump::loop() {
     // Inline mode: only while no application thread polls (one that does is not preempted).
     if (inline_) runner_->poll_if_unattended(256);
     dispatch();
-    check_armed_cqs();
     lock.lock();
     cv_.wait_for(lock, std::chrono::milliseconds(inline_ ? 1 : 2));
-  }
-}
-
-// Safety net: an armed CQ that has held completions for two ticks in a row gets its event
-// from here (at worst a spurious event, which verbs allows). Added while chasing a hang of
-// ibv_srq_pingpong -e with 64 KiB messages, which it did not cure (verbs_shim/README.md).
-void EventPump::check_armed_cqs() {
-  std::lock_guard<std::mutex> lock(dev_->reg_mu);
-  for (auto& [cqn, cq] : dev_->cqs) {
-    if (!cq->channel || !cq->armed.load(std::memory_order_acquire) || cq->q->pending() == 0) {
-      cq->stuck_ticks = 0;
-      continue;
-    }
-    if (++cq->stuck_ticks < 2) continue;
-    cq->stuck_ticks = 0;
-    if (cq->armed.exchange(false, std::memory_order_acq_rel)) signal_cq_event(cq);
   }
 }
 

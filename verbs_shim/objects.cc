@@ -28,11 +28,7 @@ void untrack(ShimContext* ctx, std::unordered_set<T*> ContextObjects::*set, T* o
 }
 
 // Engine thread: an armed CQ got a completion.
-void on_cq_notify(void* arg, CompletionQueue*) {
-  auto* cq = static_cast<ShimCq*>(arg);
-  cq->armed.store(false, std::memory_order_release);
-  signal_cq_event(cq);
-}
+void on_cq_notify(void* arg, CompletionQueue*) { signal_cq_event(static_cast<ShimCq*>(arg)); }
 
 ShimCq* create_cq_common(ibv_context* context, uint32_t cqe, void* cq_context,
                          ibv_comp_channel* channel, uint32_t comp_vector, uint64_t wc_flags) {

@@ -99,7 +99,6 @@ class EventPump {
  private:
   void loop();
   void dispatch();
-  void check_armed_cqs();
   void deliver(const AsyncEvent& e);
 
   ShimDevice* dev_;
@@ -199,8 +198,6 @@ struct ShimCq {
   uint64_t wc_flags = 0;                // cq_ex: what the application may read
   SpinLock poll_lock;                   // the consumer end (poll_cq, start/next/end_poll)
   uint32_t empty_polls = 0;             // consecutive polls that found nothing (under poll_lock)
-  std::atomic<bool> armed{false};       // a notification requested and not delivered yet
-  uint8_t stuck_ticks = 0;              // event pump only (under the device's reg_mu)
   std::atomic<int> users{0};            // QPs using it
   uint32_t comp_events_delivered = 0;   // under cq.mutex
   uint32_t async_events_delivered = 0;  // under cq.mutex

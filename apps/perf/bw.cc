@@ -96,9 +96,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
     }
     t_.relax();
     if (watch.stalled()) {
-      return fail("no progress for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                  " s: " + std::to_string(totccnt) + " of " + std::to_string(tot_iters) +
-                  " messages completed");
+      return fail_stalled(totccnt, tot_iters);
     }
     if (interrupted()) return fail("interrupted");
   }

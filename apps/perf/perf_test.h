@@ -109,6 +109,8 @@ class PerfTest {
   bool close_connection();
   bool bw_client_sizes();
   bool fail(const std::string& why, int code = 1);
+  // A transfer that made no progress for --timeout / the default stall limit.
+  bool fail_stalled(uint64_t done, uint64_t total);
   void linger();
 
   // resources.cc
@@ -141,6 +143,7 @@ class PerfTest {
   bool verify_write(uint64_t size);
   bool verify_read(uint64_t size);
   bool verify_send(uint64_t size);
+  bool verified_run_done(uint64_t t0);
   void print_verify_summary() const;
 
   PerfOptions o_;

@@ -242,9 +242,7 @@ bool PerfTest::verify_post_run(uint64_t size, uint64_t first, uint64_t count, ui
     }
     t_.relax();
     if (watch.stalled()) {
-      return fail("no progress for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                  " s (" + std::to_string(completed) + " of " + std::to_string(count) +
-                  " completed)");
+      return fail_stalled(completed, count);
     }
     if (interrupted()) return fail("interrupted");
   }
@@ -309,6 +307,11 @@ bool PerfTest::verify_write(uint64_t size) {
     }
     ++vfy_.passes;
   }
+  return verified_run_done(t0);
+}
+
+// A verified run counts every message; without peak figures the report spans t0 .. now.
+bool PerfTest::verified_run_done(uint64_t t0) {
   measured_iters_ = o_.iters;
   if (o_.no_peak) {
     tposted_[0] = t0;
@@ -349,12 +352,7 @@ bool PerfTest::verify_read(uint64_t size) {
     }
     ++vfy_.passes;
   }
-  measured_iters_ = o_.iters;
-  if (o_.no_peak) {
-    tposted_[0] = t0;
-    tcompleted_[0] = StallWatch::now_ns();
-  }
-  return true;
+  return verified_run_done(t0);
 }
 
 bool PerfTest::verify_send(uint64_t size) {
@@ -370,12 +368,7 @@ bool PerfTest::verify_send(uint64_t size) {
                   " (size " + std::to_string(size) + ") offset " + std::to_string(r.c));
     }
     vfy_.bytes += o_.iters * size;
-    measured_iters_ = o_.iters;
-    if (o_.no_peak) {
-      tposted_[0] = t0;
-      tcompleted_[0] = StallWatch::now_ns();
-    }
-    return true;
+    return verified_run_done(t0);
   }
   // Receiver: message m arrives in order, in whichever slot its receive WQE named.
   uint64_t rcnt = 0, posted = rx_posted_;

@@ -19,21 +19,6 @@ bool is_read(WrOpcode o) { return o == WrOpcode::kRdmaRead; }
 bool is_atomic(WrOpcode o) {
   return o == WrOpcode::kAtomicCmpAndSwp || o == WrOpcode::kAtomicFetchAndAdd;
 }
-WcOpcode wc_opcode(WrOpcode o) {
-  switch (o) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead:
-      return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp:
-      return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd:
-      return WcOpcode::kFetchAdd;
-    default:
-      return WcOpcode::kSend;
-  }
-}
 WcStatus nak_status(uint8_t syndrome) {
   switch (static_cast<wire::NakCode>(syndrome)) {
     case wire::NakCode::kInvalidRequest:
@@ -75,10 +60,11 @@ bool Engine::gap_retry_allowed(Qp& qp) {
   };
   if (s.gap_retried && now_ - s.last_gap_retry_ns < gap_holdoff_ns(qp)) return owe();
   if (s.gap_retried && s.comp_psn == s.gap_retry_psn) {
-    if (s.gap_backoff < kMaxGapBackoff) {
+    if (s.gap_backoff < kMaxGapBackoff) {  // unanswered: wait twice as long, still owed
       ++s.gap_backoff;
-      s.gap_owed = false;  // re-armed for the longer hold-off
-      return owe();
+      s.gap_owed = true;
+      rearm_retransmit(qp);
+      return false;
     }
   } else {
     s.gap_backoff = 0;

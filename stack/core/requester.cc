@@ -294,9 +294,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     if (report) {
       c.wr_id = w.wr_id;
       c.status = st;
-      c.opcode = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm
-                     ? WcOpcode::kRdmaWrite
-                     : WcOpcode::kSend;
+      c.opcode = wc_opcode(w.opcode);
       c.byte_len = w.length;
       c.qp_num = qp.qpn();
     }

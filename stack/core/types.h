@@ -123,6 +123,23 @@ enum class WcOpcode : uint8_t {
   kRecvRdmaWithImm = 129,
 };
 
+// The completion opcode of a send-queue work request.
+inline constexpr WcOpcode wc_opcode(WrOpcode o) {
+  switch (o) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
 // ibv_wc_flags
 enum WcFlags : uint8_t {
   kWcGrh = 1u << 0,

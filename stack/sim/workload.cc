@@ -39,6 +39,8 @@ const char* op_name(WrOpcode o) {
       return "?";
   }
 }
+// Written out on purpose rather than calling wc_opcode() (types.h): the oracle must not share
+// the engine's mapping, or a wrong mapping would check itself.
 WcOpcode expected_wc(WrOpcode o) {
   switch (o) {
     case WrOpcode::kRdmaWrite:
