@@ -83,8 +83,9 @@ struct EngineCounters {
   uint64_t rx_ce = 0;          // CE-marked RoCE packets received
   uint64_t cnps_sent = 0;
   uint64_t cnps_received = 0;
-  uint64_t cnps_ignored = 0;  // for unknown QPs or QPs without DCQCN
-  uint64_t paced = 0;         // times a QP waited for its pacer
+  uint64_t cnps_ignored = 0;   // for unknown QPs or QPs without DCQCN
+  uint64_t paced = 0;          // times a QP waited for its pacer
+  uint64_t farewell_acks = 0;  // re-sent last ACKs of destroyed RC QPs
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -248,6 +249,8 @@ class Engine {
   void resp_handle(Qp& qp, const wire::PacketInfo& info);
   void resp_duplicate(Qp& qp, const wire::PacketInfo& info);
   void resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn);
+  void resp_farewell(Qp& qp);
   void resp_fatal(Qp& qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   bool resp_take_wqe(Qp& qp);
   bool resp_scatter(Qp& qp, const uint8_t* src, uint32_t len);

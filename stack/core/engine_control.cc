@@ -309,6 +309,7 @@ static void unlink_from(Qp*& head, Qp*& tail, Qp* target, Qp* Qp::*next) {
 
 int Engine::destroy_qp(Qp* qp) {
   if (!qp || qp->qpn() >= qps_.size() || qps_[qp->qpn()].get() != qp) return EINVAL;
+  resp_farewell(*qp);
   stop_retransmit(*qp);
   timers_.cancel(qp->snd_.rnr);
   timers_.cancel(qp->cc_.pace);

@@ -58,26 +58,48 @@ void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   e->msn = r.msn;
 }
 
+// Builds an ACK / NAK frame and puts it on the tx queue at once, outside the responder's
+// output queue (the QP is about to be put in error or destroyed). Dropped if the tx queue stays
+// full or the peer's MAC is not known.
+void Engine::send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  if (!tx_room()) flush_tx();
+  if (!tx_room() || !qp.path_ready_) return;
+  PktBuf* b = tx_buf();
+  if (!b) return;
+  wire::BthFields bth;
+  bth.opcode = op::kRcAck;
+  bth.dest_qp = qp.attr_.dest_qp_num;
+  bth.psn = psn;
+  wire::ExtHeaders ext;
+  ext.aeth.syndrome = syndrome;
+  ext.aeth.msn.set(qp.rcv_.msn);
+  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(op::kRcAck).transport_hdr_len();
+  qp.path_.traffic_class = qp.ctrl_tclass_;
+  finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
+}
+
+// A connected RC QP that has received requests is going away: acknowledge everything it
+// received once more. Its last ACK may have been lost, and with no QP left to answer the
+// retransmission, the peer would retry until its budget runs out (for ever with retry_cnt 7)
+// for a message that was delivered. A duplicate ACK is harmless (IBA 9.7.5.1.1).
+void Engine::resp_farewell(Qp& qp) {
+  const QpState st = qp.attr_.qp_state;
+  if (qp.type() != QpType::kRc ||
+      (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd && st != QpState::kSqe)) {
+    return;
+  }
+  if (qp.rcv_.epsn == (qp.attr_.rq_psn & wire::kPsnMask)) return;  // nothing received
+  send_ack_now(qp, wire::kAethAckUnlimitedCredits, psn_add(qp.rcv_.epsn, -1));
+  ++ctr_.farewell_acks;
+  flush_tx();
+}
+
 // A request the responder must refuse for good: NAK it, complete the receive in progress with
 // `recv_status`, and put the QP in the error state (IBA 9.7.5.1.3, classes B-D).
 void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status) {
   ++qp.counters_.error_naks_sent;
   // Send the NAK now: the error state flushes whatever is still queued.
-  if (!tx_room()) flush_tx();
-  if (tx_room() && qp.path_ready_) {
-    if (PktBuf* b = tx_buf()) {
-      wire::BthFields bth;
-      bth.opcode = op::kRcAck;
-      bth.dest_qp = qp.attr_.dest_qp_num;
-      bth.psn = psn;
-      wire::ExtHeaders ext;
-      ext.aeth.syndrome = static_cast<uint8_t>(code);
-      ext.aeth.msn.set(qp.rcv_.msn);
-      const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(op::kRcAck).transport_hdr_len();
-      qp.path_.traffic_class = qp.ctrl_tclass_;
-      finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
-    }
-  }
+  send_ack_now(qp, static_cast<uint8_t>(code), psn);
   if (qp.rcv_.have_wqe) {
     Cqe c;
     c.wr_id = qp.rcv_.wqe()->wr_id;

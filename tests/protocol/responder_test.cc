@@ -37,6 +37,38 @@ TEST(Responder, SendOnlyIsAckedWithPsnAndMsn) {
   EXPECT_EQ(h.mem()[5], static_cast<uint8_t>(P0 + 5));
 }
 
+// A QP destroyed after it received requests acknowledges them once more: its last ACK may have
+// been lost, and with the QP gone the peer's retransmissions go unanswered (with retry_cnt 7 for
+// ever). Found with ibv_srq_pingpong -e over af_packet: the client exits as soon as its last
+// receive completes, and the server retried a delivered SEND until it was killed.
+TEST(Responder, DestroyReAcknowledgesEverythingReceived) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 100),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 100)});
+  ASSERT_EQ(out.size(), 1u);  // coalesced; suppose it is lost
+  ASSERT_EQ(h.engine().destroy_qp(h.qp()), 0);
+  std::vector<std::vector<uint8_t>> sent = h.port().take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+  wire::PacketInfo info;
+  ASSERT_EQ(wire::parse_frame(sent[0].data(), static_cast<uint32_t>(sent[0].size()), info),
+            wire::ParseError::kOk);
+  EXPECT_EQ(info.opcode, op::kRcAck);
+  EXPECT_EQ(info.dest_qp, ProtocolHarness::kPeerQpn);
+  EXPECT_EQ(info.psn, psn_add(P0, 1));
+  EXPECT_EQ(info.ext<wire::Aeth>(wire::Ext::kAeth).syndrome, kAck);
+  EXPECT_EQ(info.ext<wire::Aeth>(wire::Ext::kAeth).msn.get(), 2u);
+  EXPECT_EQ(h.engine().counters().farewell_acks, 1u);
+}
+
+TEST(Responder, DestroyWithNothingReceivedSendsNothing) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.engine().destroy_qp(h.qp()), 0);
+  EXPECT_TRUE(h.port().take_sent().empty());
+  EXPECT_EQ(h.engine().counters().farewell_acks, 0u);
+}
+
 // Requests that arrive before the peer's MAC is resolved are executed, and their ACK leaves
 // once the neighbour resolves. The responder used to leave its schedule with the ACK queued and
 // never come back (on_neighbor_resolved rescheduled only the requester): found against rxe
