@@ -152,6 +152,17 @@ void install_cq_ex_ops(ShimCq* cq) {
 
 int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ShimQp* qp = to_qp(ibqp);
+  if (wr && !wr->next) {  // one work request: no batch array to initialise
+    SendWr one;
+    int rc = to_send_wr(wr, ibqp->qp_type, &one);
+    if (!rc) {
+      qp->send_lock.lock();
+      rc = qp->q->post_send(one);
+      qp->send_lock.unlock();
+    }
+    if (rc && bad_wr) *bad_wr = wr;
+    return rc;
+  }
   SendWr batch[kBatch];
   ibv_send_wr* origin[kBatch];
   int rc = 0;
@@ -218,17 +229,8 @@ int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   if (num_entries <= 0) return 0;
   // Inline mode: the application's polling is what runs the engine.
   if (cq->inline_mode) cq->runner->poll();
-  Cqe buf[kBatch];
-  int total = 0;
   cq->poll_lock.lock();
-  while (total < num_entries) {
-    const int want = num_entries - total < static_cast<int>(kBatch) ? num_entries - total
-                                                                    : static_cast<int>(kBatch);
-    const int got = cq->q->poll(buf, want);
-    for (int i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
-    total += got;
-    if (got < want) break;
-  }
+  const int total = cq->q->poll_each(num_entries, [&wc](const Cqe& c) { to_wc(c, wc++); });
   // An application spinning on an empty CQ shares its CPU with the engine thread that would
   // fill it when the machine has fewer cores than busy threads (two processes on two cores:
   // milliseconds per completion). Every kYieldAfter empty polls it lets the scheduler run

@@ -71,6 +71,7 @@ void Engine::raise_event(AsyncEventType t, uint32_t id) {
 
 bool Engine::poll() {
   now_ = clock_->now_ns();
+  ++poll_seq_;
   bool work = false;
 
   const uint16_t n = io_->rx_burst(rx_, cfg_.burst);

@@ -263,6 +263,7 @@ class Engine {
   PacketIo* io_;
   const Clock* clock_;
   uint64_t now_ = 0;
+  uint64_t poll_seq_ = 0;  // polls so far (plain ACKs wait for the poll after their own)
   Mtu active_mtu_ = Mtu::k1024;
   EngineCounters ctr_{};
   MrTable mrs_;

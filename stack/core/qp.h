@@ -77,9 +77,10 @@ struct RespOut {
   uint32_t rkey = 0;
   uint64_t va = 0;
   uint32_t remaining = 0;
-  bool first = true;  // next response is the first of the stream
-  bool whole = true;  // the stream covers the whole READ (FIRST/ONLY opcodes allowed)
-  uint64_t orig = 0;  // atomic result
+  bool first = true;             // next response is the first of the stream
+  bool whole = true;             // the stream covers the whole READ (FIRST/ONLY opcodes allowed)
+  uint64_t orig = 0;             // atomic result
+  uint64_t not_before_poll = 0;  // a plain ACK: the engine poll it may leave in
 };
 
 // Saved READ / atomic requests, for duplicates (IBA 9.7.5.1.5: re-execute READs, answer

@@ -24,12 +24,7 @@ bool CompletionQueue::init(uint32_t cqn, uint32_t depth) {
 }
 
 int CompletionQueue::poll(Cqe* out, int n) {
-  const uint32_t cons = ring_.cons_local();
-  const uint32_t avail = ring_.prod_acquire() - cons;
-  const uint32_t take = avail < static_cast<uint32_t>(n) ? avail : static_cast<uint32_t>(n);
-  for (uint32_t i = 0; i < take; ++i) out[i] = *ring_.at<Cqe>(cons + i);
-  if (take) ring_.retire(cons + take);
-  return static_cast<int>(take);
+  return poll_each(n, [&out](const Cqe& c) { *out++ = c; });
 }
 
 bool CompletionQueue::push(const Cqe& c, bool solicited) {

@@ -104,6 +104,16 @@ class CompletionQueue {
 
   // Application side: copies up to n completions out, returns how many.
   int poll(Cqe* out, int n);
+  // The same, handing each completion to fn(const Cqe&) in place (no copy, no buffer).
+  template <typename F>
+  int poll_each(int n, F&& fn) {
+    const uint32_t cons = ring_.cons_local();
+    const uint32_t avail = ring_.prod_acquire() - cons;
+    const uint32_t take = avail < static_cast<uint32_t>(n) ? avail : static_cast<uint32_t>(n);
+    for (uint32_t i = 0; i < take; ++i) fn(*ring_.at<Cqe>(cons + i));
+    if (take) ring_.retire(cons + take);
+    return static_cast<int>(take);
+  }
   // Requests a notification for the next completion (any, or solicited only).
   // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified
   // (the fence pairs with the one in push()).

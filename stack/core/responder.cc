@@ -38,6 +38,12 @@ RespOut* Engine::resp_out_push(Qp& qp) {
 }
 
 // Queues an ACK / NAK. Consecutive plain ACKs coalesce into the latest (IBA 9.7.5.1.1).
+// A plain ACK leaves no earlier than the engine's next poll: by then an application that
+// answers the request (a ping-pong, an RPC) has usually posted its reply, and the ACK shares
+// the reply's tx burst instead of costing a burst of its own ahead of it (in inline mode the
+// application polls the engine, so the ACK would otherwise always go first). An ACK that
+// coalesces later requests keeps its poll: a stream of requests is still acknowledged every
+// poll.
 void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   auto& r = qp.rcv_;
   const bool plain_ack = wire::aeth_type(syndrome) == wire::AethType::kAck;
@@ -56,6 +62,7 @@ void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   e->syndrome = syndrome;
   e->psn = psn;
   e->msn = r.msn;
+  if (plain_ack) e->not_before_poll = poll_seq_ + 1;
 }
 
 // Builds an ACK / NAK frame and puts it on the tx queue at once, outside the responder's
@@ -474,6 +481,7 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
   if (!qp.path_ready_) return false;
   while (budget && tx_room() && r.out_head != r.out_tail) {
     RespOut& e = r.out[r.out_head % Qp::Recv::kOutSize];
+    if (e.not_before_poll > poll_seq_) return true;  // a plain ACK of this poll: the next
     // READ responses are data: the rate limit applies (ACKs are never held).
     if (e.kind == RespOut::kRead && !cc_may_send(qp)) return false;
     PktBuf* b = tx_buf();

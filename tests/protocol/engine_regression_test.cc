@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -185,3 +186,36 @@ TEST(EngineRunnerInline, HelperPollsOnlyWhileTheApplicationDoesNot) {
 }
 
 }  // namespace
+
+// The engine lock is a spin / yield lock (runner.h): exclusive, and a waiter gets it once the
+// holder lets go, also when both threads share one CPU.
+TEST(EngineLockTest, ExcludesAndHandsOver) {
+  EngineLock lock;
+  ASSERT_TRUE(lock.try_lock());
+  EXPECT_FALSE(lock.try_lock());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    std::lock_guard<EngineLock> g(lock);
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(got.load());
+  lock.unlock();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(lock.try_lock());
+  lock.unlock();
+
+  // Counting under contention: no increment is lost.
+  uint64_t counter = 0;
+  auto work = [&] {
+    for (int i = 0; i < 100000; ++i) {
+      std::lock_guard<EngineLock> g(lock);
+      ++counter;
+    }
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  EXPECT_EQ(counter, 200000u);
+}
