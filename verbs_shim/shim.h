@@ -65,20 +65,6 @@ class Device;
 
 namespace roce::verbs {
 
-// Test-and-test-and-set lock for one queue end: held for the length of one post or poll.
-class SpinLock {
- public:
-  void lock() noexcept {
-    while (flag_.exchange(true, std::memory_order_acquire)) {
-      while (flag_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
-    }
-  }
-  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> flag_{false};
-};
-
 struct ShimContext;
 struct ShimCq;
 struct ShimQp;

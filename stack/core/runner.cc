@@ -18,16 +18,6 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 }
 }  // namespace
 
-void EngineLock::lock() {
-  for (uint32_t spins = 0; !try_lock(); ++spins) {
-    if (spins < 128) {
-      __builtin_ia32_pause();
-    } else {
-      sched_yield();  // the holder may share our CPU
-    }
-  }
-}
-
 EngineRunner::EngineRunner(Engine& engine, bool threaded, const IdlePolicy& idle)
     : engine_(engine), threaded_(threaded), idle_(idle) {}
 
@@ -93,7 +83,7 @@ void EngineRunner::run_commands() {
     cmds_.pop_front();
     lock.unlock();
     {
-      std::lock_guard<EngineLock> elock(engine_mu_);
+      std::lock_guard<SpinLock> elock(engine_mu_);
       fn();
     }
     lock.lock();
@@ -111,7 +101,7 @@ void EngineRunner::loop() {
     if (pending_.load(std::memory_order_acquire)) run_commands();
     bool work;
     {
-      std::lock_guard<EngineLock> lock(engine_mu_);
+      std::lock_guard<SpinLock> lock(engine_mu_);
       work = engine_.poll();
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
@@ -148,7 +138,7 @@ bool EngineRunner::poll() {
   if (!app_polled_.load(std::memory_order_relaxed)) {
     app_polled_.store(true, std::memory_order_relaxed);
   }
-  std::unique_lock<EngineLock> lock(engine_mu_, std::try_to_lock);
+  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   return engine_.poll();
 }
@@ -157,7 +147,7 @@ void EngineRunner::poll_if_unattended(int max) {
   if (threaded_ && running_.load(std::memory_order_relaxed)) return;
   if (app_polled_.exchange(false, std::memory_order_relaxed)) return;
   for (int i = 0; i < max; ++i) {
-    std::unique_lock<EngineLock> lock(engine_mu_, std::try_to_lock);
+    std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
     if (!lock.owns_lock() || !engine_.poll()) return;
   }
 }

@@ -22,25 +22,9 @@
 #include <type_traits>
 
 #include "stack/core/engine.h"
+#include "stack/util/spin_lock.h"
 
 namespace roce {
-
-// The engine lock: taken for every inline poll, so its uncontended path is one exchange to take
-// it and a plain store to release it (a pthread mutex costs a locked instruction both ways,
-// about 15 % of an inline 8-byte ping-pong's samples). Waiting is rare and short (one poll, or
-// one control operation): a waiter spins a little, then yields.
-class EngineLock {
- public:
-  bool try_lock() {
-    return !held_.load(std::memory_order_relaxed) &&
-           !held_.exchange(true, std::memory_order_acquire);
-  }
-  void lock();
-  void unlock() { held_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> held_{false};
-};
 
 struct IdlePolicy {
   uint32_t spin_polls = 4096;       // idle polls before the first sleep
@@ -76,7 +60,7 @@ class EngineRunner {
     using R = std::invoke_result_t<F>;
     if (!threaded_ || !running_.load(std::memory_order_acquire) ||
         std::this_thread::get_id() == thread_id_) {
-      std::lock_guard<EngineLock> lock(engine_mu_);
+      std::lock_guard<SpinLock> lock(engine_mu_);
       return fn();
     }
     if constexpr (std::is_void_v<R>) {
@@ -107,7 +91,7 @@ class EngineRunner {
   Engine& engine_;
   const bool threaded_;
   IdlePolicy idle_;
-  EngineLock engine_mu_;  // inline mode, and the engine thread while it polls
+  SpinLock engine_mu_;  // inline mode, and the engine thread while it polls
   std::thread thread_;
   std::thread::id thread_id_{};
   std::atomic<bool> running_{false};

@@ -187,15 +187,15 @@ TEST(EngineRunnerInline, HelperPollsOnlyWhileTheApplicationDoesNot) {
 
 }  // namespace
 
-// The engine lock is a spin / yield lock (runner.h): exclusive, and a waiter gets it once the
-// holder lets go, also when both threads share one CPU.
-TEST(EngineLockTest, ExcludesAndHandsOver) {
-  EngineLock lock;
+// The engine lock is a spin / yield lock (stack/util/spin_lock.h): exclusive, and a waiter gets it
+// once the holder lets go, also when both threads share one CPU.
+TEST(SpinLockTest, ExcludesAndHandsOver) {
+  SpinLock lock;
   ASSERT_TRUE(lock.try_lock());
   EXPECT_FALSE(lock.try_lock());
   std::atomic<bool> got{false};
   std::thread waiter([&] {
-    std::lock_guard<EngineLock> g(lock);
+    std::lock_guard<SpinLock> g(lock);
     got = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -210,7 +210,7 @@ TEST(EngineLockTest, ExcludesAndHandsOver) {
   uint64_t counter = 0;
   auto work = [&] {
     for (int i = 0; i < 100000; ++i) {
-      std::lock_guard<EngineLock> g(lock);
+      std::lock_guard<SpinLock> g(lock);
       ++counter;
     }
   };
