@@ -3,8 +3,9 @@
 // fields set to all ones, the BTH with byte 4 (FECN/BECN/reserved) set to all ones, and everything
 // after the BTH up to the ICRC. The value travels little-endian.
 //
-// The masked copy covers only the fixed-size headers; the rest is CRCed in place by a seedable,
-// PCLMULQDQ/VPCLMULQDQ-accelerated CRC (ISA-L), so the payload is never copied.
+// Packets up to 252 covered bytes (ACKs, short messages) are copied, masked and folded with
+// PCLMULQDQ where the CPU has it. Larger ones go to ISA-L's folding CRC; above 512 bytes only the
+// fixed-size headers are copied and masked and the payload is CRCed in place, never copied.
 #pragma once
 
 #include <cstdint>
