@@ -1,6 +1,7 @@
 #include "stack/wire/builder.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "stack/wire/icrc.h"
 
@@ -70,12 +71,21 @@ void write_bth(uint8_t* p, const BthFields& f, uint8_t pad) {
   bth->psn.set(f.psn & 0xFFFFFF);
 }
 
+// One fixed-size copy per header the opcode has (a loop over a table of sizes made every copy a
+// memcpy call).
 void write_ext(uint8_t* p, const OpcodeInfo& op, const ExtHeaders& ext) {
-  const void* src[kExtCount] = {&ext.deth,       &ext.reth, &ext.atomic, &ext.aeth,
-                                &ext.atomic_ack, &ext.imm,  &ext.ieth,   &ext.cnp};
-  for (unsigned e = 0; e < kExtCount; ++e) {
-    if (op.ext_off[e] != 0xFF) std::memcpy(p + op.ext_off[e], src[e], kExtSize[e]);
-  }
+  const auto put = [&](Ext e, const auto& h) {
+    static_assert(std::is_trivially_copyable_v<std::remove_cvref_t<decltype(h)>>);
+    if (op.has_ext(e)) std::memcpy(p + op.off(e), &h, sizeof h);
+  };
+  put(Ext::kDeth, ext.deth);
+  put(Ext::kReth, ext.reth);
+  put(Ext::kAtomicEth, ext.atomic);
+  put(Ext::kAeth, ext.aeth);
+  put(Ext::kAtomicAckEth, ext.atomic_ack);
+  put(Ext::kImmDt, ext.imm);
+  put(Ext::kIeth, ext.ieth);
+  put(Ext::kCnp, ext.cnp);
 }
 }  // namespace
 
