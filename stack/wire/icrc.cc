@@ -70,7 +70,11 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold16(const uint8_t* p,
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, t), 1));
 }
 
-const bool kHaveClmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+// A static initializer may run before libgcc's CPU detection: run it first.
+const bool kHaveClmul = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}();
 #endif
 
 }  // namespace
