@@ -481,7 +481,7 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
   if (!qp.path_ready_) return false;
   while (budget && tx_room() && r.out_head != r.out_tail) {
     RespOut& e = r.out[r.out_head % Qp::Recv::kOutSize];
-    if (e.not_before_poll > poll_seq_) return true;  // a plain ACK of this poll: the next
+    if (e.not_before_poll > poll_seq_) return true;  // a plain ACK waits for the next poll
     // READ responses are data: the rate limit applies (ACKs are never held).
     if (e.kind == RespOut::kRead && !cc_may_send(qp)) return false;
     PktBuf* b = tx_buf();
