@@ -3,8 +3,10 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "dpdk/dpdk_port.h"
 #include "dpdk/eal.h"
@@ -108,6 +110,24 @@ Device::~Device() {
 
 uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
 
+bool Device::link_up() const { return port_->link_up(); }
+
+void Device::ready_link() {
+  if (!link_ready_.exchange(true)) port_->prefault_shared_memory();
+}
+
+bool Device::wait_link_up(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!port_->link_up()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // Sleep rather than spin: a net_memif link comes up through control messages that the
+    // process's interrupt thread handles, maybe on this core.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (port_->shares_peer_memory()) ready_link();
+  return true;
+}
+
 void Device::on_net_frame(void* ctx, const wire::PacketInfo& info, wire::ParseError) {
   auto* d = static_cast<Device*>(ctx);
   d->agent_->on_frame(info.frame, info.frame_len, d->engine_->now_ns());
@@ -124,6 +144,15 @@ void Device::on_resolved(void* ctx, const Gid& ip) {
 uint64_t Device::tick(void* ctx, uint64_t now_ns) {
   auto* d = static_cast<Device*>(ctx);
   const uint64_t next = d->agent_->tick(now_ns);
+  // A net_memif peer maps the shared rings when the link comes up (again after a reconnect):
+  // fault them in now rather than one page at a time under the first messages.
+  if (d->port_->shares_peer_memory()) {
+    if (d->port_->link_up()) {
+      d->ready_link();
+    } else {
+      d->link_ready_.store(false, std::memory_order_relaxed);
+    }
+  }
   // Look at new resolution requests (QPs that just went to RTR) at least every millisecond.
   return std::min<uint64_t>(next, now_ns + 1'000'000);
 }

@@ -4,6 +4,8 @@
 // the verbs shim opens; it exposes no DPDK type.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,14 @@ class Device {
   // The port's largest frame and the IB MTU the engine offers.
   uint32_t max_frame_len() const;
   Mtu active_mtu() const { return engine_->active_mtu(); }
+  // Whether the port's link is up. A net_memif link comes up once both sides' ports run and
+  // their control channel has connected, some milliseconds after open() returns.
+  bool link_up() const;
+  // Waits (sleeping) up to `timeout` for the link to come up, then readies it: a net_memif
+  // port's shared rings are mapped in (DpdkPort::prefault_shared_memory) so that the first
+  // messages take no page faults. A tool that measures should call this before it starts; the
+  // engine readies a link it sees come up by itself too. False on timeout.
+  bool wait_link_up(std::chrono::milliseconds timeout);
   // Per-port and per-QP counters, neighbour and driver statistics, as text.
   std::string counters_text();
   // Writes buffered capture frames to disk (the capture is also flushed on close).
@@ -49,6 +59,7 @@ class Device {
   static bool send_frame(void* ctx, const uint8_t* frame, uint32_t len);
   static void on_resolved(void* ctx, const Gid& ip);
   static uint64_t tick(void* ctx, uint64_t now_ns);
+  void ready_link();
   static void on_tap(void* ctx, const uint8_t* frame, uint32_t len, bool tx, uint64_t now_ns);
 
   DeviceConfig cfg_;
@@ -62,6 +73,8 @@ class Device {
   std::unique_ptr<NeighborAgent> agent_;
   std::unique_ptr<EngineRunner> runner_;
   PcapWriter capture_;
+  // The link was seen up and its shared memory populated (engine thread or wait_link_up).
+  std::atomic<bool> link_ready_{false};
 };
 
 }  // namespace roce::dpdk

@@ -1,5 +1,7 @@
 #include "apps/perf/native_transport.h"
 
+#include "apps/perf/oob.h"
+
 #include <sched.h>
 
 #include <cerrno>
@@ -231,6 +233,24 @@ void NativeTransport::progress() {
 
 void NativeTransport::relax() {
   if (!inline_) sched_yield();
+}
+
+bool NativeTransport::wait_link(double timeout_s, std::string* err) {
+  // In slices, so that an interrupt ends the wait; no timeout when timeout_s is 0.
+  const auto start = std::chrono::steady_clock::now();
+  while (!dev_->wait_link_up(std::chrono::milliseconds(100))) {
+    if (interrupted()) {
+      *err = "interrupted";
+      return false;
+    }
+    if (timeout_s > 0 &&
+        std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout_s)) {
+      *err = "the link of " + dev_->config().port + " did not come up within " +
+             std::to_string(static_cast<int>(timeout_s)) + " s";
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string NativeTransport::counters_text() { return dev_ ? dev_->counters_text() : ""; }

@@ -40,6 +40,7 @@ class NativeTransport final : public Transport {
   void progress() override;
   void relax() override;
   bool inline_engine() const override { return inline_; }
+  bool wait_link(double timeout_s, std::string* err) override;
 
   std::string counters_text() override;
   void close() override;

@@ -98,6 +98,9 @@ bool PerfTest::prelude() {
     return fail(o_.verify ? "--verify needs --verify on the other side too (a roce-perf)"
                           : "the peer runs --verify: give this side --verify too");
   }
+  // Both sides have their ports open now: wait for the link before the exchanges that follow,
+  // which then also tell each side that the other's link is ready.
+  if (!t_.wait_link(o_.oob_timeout_s, &err)) return fail(err);
   if (rem >= 5.32 && !oob_.exchange_sys_data(&cycle_buffer_, &cache_line_, &err)) return fail(err);
   if (rem >= 5.1 && !oob_.exchange_mtu(mtu_, &mtu_, &err)) return fail(err);
   if (!allocate()) return false;

@@ -117,6 +117,10 @@ class Transport {
   virtual void relax() = 0;
   // Whether progress() does anything.
   virtual bool inline_engine() const = 0;
+  // Waits up to `timeout_s` for the device's link to be up and ready to measure on (see
+  // dpdk::Device::wait_link_up); false with *err on timeout. Transports that cannot see the
+  // link return true.
+  virtual bool wait_link(double timeout_s, std::string* err) = 0;
 
   // Counters of the device and its QPs, as text (--counters).
   virtual std::string counters_text() = 0;

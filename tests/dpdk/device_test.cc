@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -117,4 +118,43 @@ TEST_F(DeviceTest, RdmaOverIpv4AndIpv6WithArpAndNd) {
     std::printf("%s", a.d->counters_text().c_str());
   }
 }
+}  // namespace
+
+namespace {
+
+roce::DeviceConfig memif_device(int i, const std::string& sock) {
+  roce::DeviceConfig c;
+  std::string err;
+  c.name = i ? "mB" : "mA";
+  c.port = std::string("net_memif") + (i ? "11" : "10") + ",role=" + (i ? "client" : "server") +
+           ",socket=" + sock + ",socket-abstract=no";
+  c.mtu = 4200;
+  apply_setting(c, "ipv4", i ? "10.10.0.2/24" : "10.10.0.1/24", &err);
+  c.mac = Mac{0x02, 0, 0, 0, 0x0a, static_cast<uint8_t>(i + 1)};
+  return c;
+}
+
+// A memif server's link stays down until a client connects: wait_link_up gives up after its
+// timeout, and succeeds once the client (here in the same process) has connected.
+TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
+  const std::string sock = ::testing::TempDir() + "roce-devlink-" + std::to_string(getpid());
+  std::remove(sock.c_str());
+  std::string err;
+  std::unique_ptr<Device> server = Device::open(memif_device(0, sock), &err);
+  ASSERT_TRUE(server) << err;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(server->wait_link_up(std::chrono::milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  EXPECT_FALSE(server->link_up());
+
+  std::unique_ptr<Device> client = Device::open(memif_device(1, sock), &err);
+  ASSERT_TRUE(client) << err;
+  EXPECT_TRUE(client->wait_link_up(std::chrono::seconds(10)));
+  EXPECT_TRUE(server->wait_link_up(std::chrono::seconds(10)));
+  EXPECT_TRUE(server->link_up());
+  client.reset();
+  server.reset();
+  std::remove(sock.c_str());
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 // when its peer goes away). Every wait is bounded and sleeps between checks.
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -41,6 +42,47 @@ bool wait_for(F ready, std::chrono::milliseconds timeout) {
 }
 
 void touch(const std::filesystem::path& p) { std::ofstream(p).put('\n'); }
+
+// Size and resident (mapped in this process's page tables) kB of net_memif's shared regions,
+// from /proc/self/smaps.
+struct SharedKb {
+  uint64_t size = 0;
+  uint64_t rss = 0;
+};
+SharedKb memif_regions_kb() {
+  SharedKb kb;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_region = false;
+  while (std::getline(smaps, line)) {
+    const bool header = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+                        line.find('-') != std::string::npos && line.find(':') > line.find(' ');
+    if (header) {
+      in_region = line.find("memif_region_") != std::string::npos;
+    } else if (in_region) {
+      unsigned long long v = 0;
+      if (std::sscanf(line.c_str(), "Size: %llu kB", &v) == 1) kb.size += v;
+      if (std::sscanf(line.c_str(), "Rss: %llu kB", &v) == 1) kb.rss += v;
+    }
+  }
+  return kb;
+}
+
+// DpdkPort::prefault_shared_memory on a link that is up: every page of net_memif's regions is
+// in our page tables afterwards (before, only the rings' pages are); other drivers have none.
+bool check_prefault(roce::dpdk::DpdkPort& port, const std::string& role) {
+  const SharedKb before = memif_regions_kb();
+  const uint64_t bytes = port.prefault_shared_memory();
+  const SharedKb after = memif_regions_kb();
+  std::printf(
+      "%s: shared regions %llu kB, resident %llu kB before prefault, %llu kB after "
+      "(%llu bytes populated)\n",
+      role.c_str(), static_cast<unsigned long long>(after.size),
+      static_cast<unsigned long long>(before.rss), static_cast<unsigned long long>(after.rss),
+      static_cast<unsigned long long>(bytes));
+  if (!port.shares_peer_memory()) return bytes == 0 && after.size == 0;
+  return after.size > 0 && bytes == after.size * 1024 && after.rss == after.size;
+}
 
 struct Args {
   std::string vdev;
@@ -168,7 +210,9 @@ int main(int argc, char** argv) {
       if (!wait_for([&] { return port->link_up(); }, std::chrono::milliseconds(a.timeout_ms))) {
         std::printf("%s: link never came up\n", a.role.c_str());
       }
+      const bool prefault_ok = check_prefault(*port, a.role);
       rc = a.role == "send" ? run_sender(*port, a, dir) : run_receiver(*port, a, dir);
+      if (rc == 0 && !prefault_ok) rc = 4;
     }
   }
   roce::dpdk::Eal::cleanup();

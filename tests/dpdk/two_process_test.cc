@@ -134,7 +134,8 @@ TEST_F(VethNamespaces, PcapCarriesFramesUpTo4200BytesByteIdentical) {
 }
 
 // Same host namespace, no root needed: a memif server (receiver) and client (sender) on a
-// socket file of their own.
+// socket file of their own. Each side also checks, once the link is up, that
+// DpdkPort::prefault_shared_memory maps in every page of the shared regions (dpdk_peer.cc).
 TEST(Memif, CarriesFramesUpTo4200BytesByteIdentical) {
   const std::string sock = ::testing::TempDir() + unique("memif") + ".sock";
   std::filesystem::remove(sock);  // a stale socket file makes the server fail
