@@ -126,6 +126,10 @@ wait_file() {
 # An EAL file prefix of our own per process (the shim and roce-perf make their own).
 prefix() { echo "rbench-$$-$1"; }
 memif() { echo "net_memif0,role=$1,socket=$WORK/$2.sock,socket-abstract=no"; }
+# The memif buffer size our ports choose for mtu 4200 (DpdkPort: the largest frame, 4214 B,
+# rounded up to a cache line): one ring slot per frame. testpmd gets the same, so that the
+# baseline runs on the same link.
+MEMIF_BSIZE=4224
 # roce_device ROLE SOCK I: a stack instance on a memif port, 10.96.0.I.
 roce_device() {
   echo "port=$(memif "$1" "$2"); ipv4=10.96.0.$3/24; mac=02:00:00:96:00:0$3; mtu=4200"
@@ -235,15 +239,15 @@ testpmd_capacity() {
   die "testpmd failed twice"
 }
 testpmd_once() {
-  local sock=tp-$RANDOM mbuf=$(((FRAME + 127) / 64 * 64 + 128))
+  local sock=tp-$RANDOM mbuf=$((MEMIF_BSIZE + 128))
   # Main lcores sleep (stats loop); the forwarding lcore of each side is pinned to its CPU.
   bg testpmd.rx "$CPU_B" 90 dpdk-testpmd --no-huge -m 1024 --no-pci --file-prefix "$(prefix tprx)" \
-    --lcores "0@$CPU_A,1@$CPU_B" --log-level=4 --vdev "$(memif server "$sock")" -- \
+    --lcores "0@$CPU_A,1@$CPU_B" --log-level=4 --vdev "$(memif server "$sock"),bsize=$MEMIF_BSIZE" -- \
     --forward-mode=rxonly --mbuf-size="$mbuf" --stats-period 1 --nb-cores=1
   local rx=$BG
   wait_file "$WORK/$sock.sock" 30 || { stop "$rx"; die "testpmd: no memif socket"; }
   bg testpmd.tx "$CPU_A" 90 dpdk-testpmd --no-huge -m 1024 --no-pci --file-prefix "$(prefix tptx)" \
-    --lcores "0@$CPU_B,1@$CPU_A" --log-level=4 --vdev "$(memif client "$sock")" -- \
+    --lcores "0@$CPU_B,1@$CPU_A" --log-level=4 --vdev "$(memif client "$sock"),bsize=$MEMIF_BSIZE" -- \
     --forward-mode=txonly --mbuf-size="$mbuf" --txpkts="$FRAME" --stats-period 1 --nb-cores=1
   local tx=$BG i n=0
   # memif takes a few seconds to connect: wait for SECS full samples after the first traffic.

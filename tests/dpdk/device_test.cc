@@ -14,6 +14,8 @@
 
 #include "device_pair.h"
 #include "dpdk/device.h"
+#include "dpdk/dpdk_port.h"
+#include "dpdk/eal.h"
 #include "stack/core/counters_format.h"
 
 namespace {
@@ -154,6 +156,22 @@ TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
   EXPECT_TRUE(server->link_up());
   client.reset();
   server.reset();
+  std::remove(sock.c_str());
+}
+
+// A memif buffer smaller than the largest frame would make frames span ring slots, which the
+// driver mishandles when its ring fills: open() refuses it and names the fix.
+TEST(DeviceLink, MemifBufferSmallerThanTheFrameIsRefused) {
+  std::string err;
+  ASSERT_TRUE(roce::dpdk::Eal::init(roce::dpdk::EalOptions{}, &err)) << err;
+  const std::string sock = ::testing::TempDir() + "roce-bsize-" + std::to_string(getpid());
+  roce::dpdk::PortConfig pc;
+  pc.mtu = 4200;
+  auto port = roce::dpdk::DpdkPort::open(
+      "net_memif20,role=server,socket=" + sock + ",socket-abstract=no,bsize=2048", pc, &err);
+  EXPECT_FALSE(port);
+  EXPECT_NE(err.find("bsize=2048"), std::string::npos) << err;
+  EXPECT_NE(err.find("bsize=4224"), std::string::npos) << err;
   std::remove(sock.c_str());
 }
 

@@ -92,6 +92,8 @@ struct Args {
   uint32_t count = 32;  // frames per size
   uint32_t mtu = 4200;
   uint32_t timeout_ms = 15000;
+  bool flood = false;        // sender: no pacing, keep the driver's ring full
+  uint32_t rx_delay_us = 0;  // receiver: sleep this long after every burst (a slow peer)
 };
 
 uint32_t size_of(const Args& a, uint32_t seq) { return a.sizes[seq / a.count]; }
@@ -118,8 +120,9 @@ int run_sender(roce::dpdk::DpdkPort& port, const Args& a, const std::filesystem:
     port.free(bufs + sent, static_cast<uint16_t>(n - sent));
     seq += sent;
     // Pace the bursts: af_packet and pcap over veth lose frames silently under overload
-    // (shared/notes/dpdk-here.md), and this test is about bytes, not rates.
-    std::this_thread::sleep_for(sent == n ? 2ms : 5ms);
+    // (shared/notes/dpdk-here.md), and this test is about bytes, not rates. --flood (memif,
+    // which is lossless) keeps the ring full instead.
+    if (!a.flood) std::this_thread::sleep_for(sent == n ? 2ms : 5ms);
   }
   std::printf("sender: %u/%u frames sent\n", seq, total);
   const bool done = wait_for([&] { return std::filesystem::exists(dir / "done"); },
@@ -153,6 +156,8 @@ int run_receiver(roce::dpdk::DpdkPort& port, const Args& a, const std::filesyste
     }
     port.free(bufs, n);
     if (n == 0) std::this_thread::sleep_for(200us);
+    if (n > 0 && a.rx_delay_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(a.rx_delay_us));
   }
   touch(dir / "done");
   std::printf("receiver: %zu/%u frames byte-identical, %u corrupt, %u duplicate\n", seen.size(),
@@ -183,6 +188,8 @@ int main(int argc, char** argv) {
   app.add_option("--count", a.count, "frames per size");
   app.add_option("--mtu", a.mtu, "port MTU");
   app.add_option("--timeout-ms", a.timeout_ms, "bound on every wait");
+  app.add_flag("--flood", a.flood, "sender: send without pacing");
+  app.add_option("--rx-delay-us", a.rx_delay_us, "receiver: sleep after every burst");
   CLI11_PARSE(app, argc, argv);
 
   std::string error;
