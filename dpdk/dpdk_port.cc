@@ -82,9 +82,18 @@ std::string kvarg(std::string_view args, std::string_view key) {
   return "";
 }
 
+// The numeric driver argument `key` the device was probed with, or `dflt` if absent.
+uint32_t devarg_u32(const rte_eth_dev_info& info, std::string_view key, uint32_t dflt) {
+  const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+  const std::string v = da && da->args ? kvarg(da->args, key) : "";
+  return v.empty() ? dflt : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
+}
+
 uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
 
-uint32_t memif_buffer_size(uint32_t mtu) {
+// The largest frame of `mtu`, rounded up to a cache line: the default mbuf data room and the
+// net_memif buffer size.
+uint32_t frame_buffer_size(uint32_t mtu) {
   return round_up(mtu + kEthHeaderLen, RTE_CACHE_LINE_SIZE);
 }
 
@@ -123,7 +132,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
     if (name.rfind("net_memif", 0) == 0 && kvarg(devargs, kMemifBufferArg).empty() &&
         config.mtu >= kMinMtu && config.mtu <= kMaxMtu) {
       probe_args +=
-          std::string(",") + kMemifBufferArg + "=" + std::to_string(memif_buffer_size(config.mtu));
+          std::string(",") + kMemifBufferArg + "=" + std::to_string(frame_buffer_size(config.mtu));
     }
     const int rc = rte_dev_probe(probe_args.c_str());
     if (rc < 0 && rc != -EEXIST) {
@@ -197,11 +206,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
   // The smallest data room the driver accepts, and the largest frame it carries.
   uint32_t driver_min_data = info.min_rx_bufsize;
   if (port->driver_ == "net_af_packet") {
-    const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
-    const std::string fs = da && da->args ? kvarg(da->args, "framesz") : "";
-    const uint32_t framesz = fs.empty()
-                                 ? kAfPacketDefaultFrameSize
-                                 : static_cast<uint32_t>(std::strtoul(fs.c_str(), nullptr, 10));
+    const uint32_t framesz = devarg_u32(info, "framesz", kAfPacketDefaultFrameSize);
     const uint32_t slot = framesz > kAfPacketSlotHeader ? framesz - kAfPacketSlotHeader : 0;
     if (port->max_frame_len_ > slot) {
       return fail("net_af_packet framesz=" + std::to_string(framesz) + " carries frames up to " +
@@ -212,11 +217,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     driver_min_data = std::max(driver_min_data, slot);
   }
   if (port->driver_ == "net_memif") {
-    const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
-    const std::string bs = da && da->args ? kvarg(da->args, kMemifBufferArg) : "";
-    const uint32_t bsize = bs.empty()
-                               ? kMemifDefaultBufferSize
-                               : static_cast<uint32_t>(std::strtoul(bs.c_str(), nullptr, 10));
+    const uint32_t bsize = devarg_u32(info, kMemifBufferArg, kMemifDefaultBufferSize);
     if (port->max_frame_len_ > bsize) {
       return fail("net_memif bsize=" + std::to_string(bsize) + " holds frames up to " +
                   std::to_string(bsize) + " B but mtu " + std::to_string(config.mtu) + " needs " +
@@ -224,7 +225,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
                   " B, and frames spanning several ring slots are lost or duplicated when the "
                   "ring fills (DPDK 22.11): leave bsize out (the port sets it from the mtu) or "
                   "use bsize=" +
-                  std::to_string(memif_buffer_size(config.mtu)) + " on both sides");
+                  std::to_string(frame_buffer_size(config.mtu)) + " on both sides");
     }
     // A whole buffer fits one mbuf: the driver's receive path then copies without chaining.
     driver_min_data = std::max(driver_min_data, bsize);
@@ -232,7 +233,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 
   uint32_t data_size = config.mbuf_data_size;
   if (data_size == 0) {
-    data_size = std::max(round_up(port->max_frame_len_, RTE_CACHE_LINE_SIZE), driver_min_data);
+    data_size = std::max(frame_buffer_size(config.mtu), driver_min_data);
   } else if (data_size < port->max_frame_len_ || data_size < driver_min_data) {
     return fail("mbuf_data_size " + std::to_string(data_size) + " is below the " +
                 std::to_string(std::max(port->max_frame_len_, driver_min_data)) +

@@ -10,7 +10,6 @@
 // when its peer goes away). Every wait is bounded and sleeps between checks.
 #include <CLI/CLI.hpp>
 
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -55,9 +54,8 @@ SharedKb memif_regions_kb() {
   std::string line;
   bool in_region = false;
   while (std::getline(smaps, line)) {
-    const bool header = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
-                        line.find('-') != std::string::npos && line.find(':') > line.find(' ');
-    if (header) {
+    unsigned long start = 0, end = 0;  // a mapping's header line: "start-end perms ..."
+    if (std::sscanf(line.c_str(), "%lx-%lx", &start, &end) == 2) {
       in_region = line.find("memif_region_") != std::string::npos;
     } else if (in_region) {
       unsigned long long v = 0;
