@@ -195,6 +195,16 @@ class Engine {
   uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len);
   void finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                     const wire::BthFields& bth, const wire::ExtHeaders& ext);
+  // Payloads of kOnePassMin bytes and more are built headers first: start_frame writes them
+  // and returns the frame start with *crc the ICRC so far; the payload is then copied in and
+  // CRCed in the same pass (gather / wire::crc32_copy); commit_frame writes pad and ICRC and
+  // queues the frame. One pass over the payload instead of a copy and then a CRC.
+  static constexpr uint32_t kOnePassMin = 256;
+  uint8_t* start_frame(wire::PathSpec& path, uint8_t* payload, uint32_t len,
+                       const wire::BthFields& bth, const wire::ExtHeaders& ext, uint32_t* crc);
+  void commit_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint8_t* payload, uint32_t len,
+                    uint32_t crc);
+  void queue_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint32_t frame_len);
   bool tx_room() const { return n_txq_ < kTxqCap - 1; }
   void flush_tx();
   void fire_timer(TimerNode& n);
@@ -229,7 +239,9 @@ class Engine {
   bool req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot);
   void req_rewind(Qp& qp, uint32_t psn);
   bool ud_send(Qp& qp, SendWqe& w);
-  bool gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len, WcStatus* err);
+  // Copies the WQE's bytes [offset, offset + len) to dst; with `crc`, chains them into *crc.
+  bool gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len, WcStatus* err,
+              uint32_t* crc = nullptr);
 
   // completer.cc
   void comp_handle(Qp& qp, const wire::PacketInfo& info);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
+#include "stack/wire/icrc.h"
 #include "stack/wire/opcode.h"
 #include "stack/wire/psn.h"
 
@@ -63,10 +64,17 @@ uint8_t send_write_opcode(WrOpcode o, bool first, bool last, uint8_t base) {
 // Every SGE is checked against its memory region on every packet: a region deregistered while
 // the WQE is outstanding turns into a local protection error, never a stray read.
 bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len,
-                    WcStatus* err) {
+                    WcStatus* err, uint32_t* crc) {
   if (len == 0) return true;
+  const auto copy = [crc](uint8_t* to, const uint8_t* from, uint32_t n) {
+    if (crc) {
+      *crc = wire::crc32_copy(*crc, to, from, n);
+    } else {
+      std::memcpy(to, from, n);
+    }
+  };
   if (w.is_inline()) {
-    std::memcpy(dst, w.inline_data() + offset, len);
+    copy(dst, w.inline_data() + offset, len);
     return true;
   }
   const Sge* sge = w.sges();
@@ -84,7 +92,7 @@ bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uin
       *err = WcStatus::kLocProtErr;
       return false;
     }
-    std::memcpy(dst, host, chunk);
+    copy(dst, host, chunk);
     dst += chunk;
     len -= chunk;
     offset = 0;
@@ -230,15 +238,22 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
   const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
   uint8_t* payload = begin_frame(b, hdr);
   WcStatus err = WcStatus::kSuccess;
-  if (!gather(qp, w, s.offset, payload, pay, &err)) {
+  qp.path_.traffic_class = qp.data_tclass_;
+  const bool one_pass = pay >= kOnePassMin;
+  uint32_t crc = 0;
+  uint8_t* frame = one_pass ? start_frame(qp.path_, payload, pay, bth, ext, &crc) : nullptr;
+  if (!gather(qp, w, s.offset, payload, pay, &err, one_pass ? &crc : nullptr)) {
     // The buffer stays ours (it was never queued); the WQE completes in error, in order.
     spare_[n_spare_++] = *b;
     slot.error = err;
     comp_progress(qp);
     return false;
   }
-  qp.path_.traffic_class = qp.data_tclass_;
-  finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+  if (one_pass) {
+    commit_frame(b, qp, frame, payload, pay, crc);
+  } else {
+    finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+  }
   cc_on_sent(qp, b->len);
 
   const bool retransmit = psn_diff(s.psn, s.max_psn) < 0;
@@ -326,13 +341,20 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
     uint8_t* payload = begin_frame(b, qp.l2l4_len_ + oi.transport_hdr_len());
     WcStatus err = WcStatus::kSuccess;
-    if (!gather(qp, w, s.offset, payload, pay, &err)) {
+    const bool one_pass = pay >= kOnePassMin;
+    uint32_t crc = 0;
+    uint8_t* frame = one_pass ? start_frame(qp.path_, payload, pay, bth, ext, &crc) : nullptr;
+    if (!gather(qp, w, s.offset, payload, pay, &err, one_pass ? &crc : nullptr)) {
       spare_[n_spare_++] = *b;
       complete(err);
       qp_error(qp);
       return false;
     }
-    finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    if (one_pass) {
+      commit_frame(b, qp, frame, payload, pay, crc);
+    } else {
+      finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    }
     s.psn = psn_add(s.psn, 1);
     if (last) {
       complete(WcStatus::kSuccess);

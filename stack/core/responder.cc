@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
+#include "stack/wire/icrc.h"
 #include "stack/wire/opcode.h"
 #include "stack/wire/psn.h"
 
@@ -525,9 +526,16 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
     }
     const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
     uint8_t* payload = begin_frame(b, hdr);
-    if (pay) std::memcpy(payload, src, pay);
     qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
-    finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    if (pay >= kOnePassMin) {
+      uint32_t crc = 0;
+      uint8_t* frame = start_frame(qp.path_, payload, pay, bth, ext, &crc);
+      crc = wire::crc32_copy(crc, payload, src, pay);
+      commit_frame(b, qp, frame, payload, pay, crc);
+    } else {
+      if (pay) std::memcpy(payload, src, pay);
+      finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
+    }
     if (e.kind == RespOut::kRead) cc_on_sent(qp, b->len);
     if (e.kind == RespOut::kRead) {
       e.psn = psn_add(e.psn, 1);

@@ -1,4 +1,4 @@
-// Time for the engine: read once per poll iteration. Production uses the TSC (steady, ns);
+// Time for the engine: read once per poll iteration. Production uses CLOCK_MONOTONIC (ns);
 // simulations use a virtual clock that only moves when the simulator moves it.
 #pragma once
 

@@ -89,26 +89,63 @@ void write_ext(uint8_t* p, const OpcodeInfo& op, const ExtHeaders& ext) {
 }
 }  // namespace
 
-uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
-                              const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len) {
+namespace {
+// Everything before `payload`: L2-L4, BTH and extension headers. Returns the frame start.
+uint8_t* write_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                       const BthFields& bth, const ExtHeaders& ext, uint8_t pad) {
   const OpcodeInfo& op = opcode_info(bth.opcode);
-  const uint8_t pad = op.has(kOpPayload) ? pad_for(payload_len) : 0;
-  const uint32_t l2l4 = l2l4_header_len(path);
   const uint32_t transport = op.transport_hdr_len();
-  uint8_t* frame = payload - l2l4 - transport;
-
-  const uint32_t udp_payload = transport + payload_len + pad + kIcrcSize;
-  uint8_t* bth_p = write_l2l4(frame, path, udp_payload);
+  uint8_t* frame = payload - l2l4_header_len(path) - transport;
+  uint8_t* bth_p = write_l2l4(frame, path, transport + payload_len + pad + kIcrcSize);
   write_bth(bth_p, bth, pad);
   write_ext(bth_p + sizeof(Bth), op, ext);
-  std::memset(payload + payload_len, 0, pad);
+  return frame;
+}
 
-  const uint32_t l3_off = static_cast<uint32_t>(sizeof(EthHdr) + (path.has_vlan ? 4 : 0));
-  const uint32_t icrc_off = l2l4 + transport + payload_len + pad;
+uint8_t pad_of(const BthFields& bth, uint32_t payload_len) {
+  return opcode_info(bth.opcode).has(kOpPayload) ? pad_for(payload_len) : 0;
+}
+
+uint32_t l3_offset(const PathSpec& path) {
+  return static_cast<uint32_t>(sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0));
+}
+}  // namespace
+
+uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                              const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len) {
+  const uint8_t pad = pad_of(bth, payload_len);
+  uint8_t* frame = write_headers(payload, payload_len, path, bth, ext, pad);
+  std::memset(payload + payload_len, 0, pad);
+  const uint32_t l3_off = l3_offset(path);
+  const auto icrc_off = static_cast<uint32_t>(payload + payload_len + pad - frame);
   icrc_write(frame + icrc_off,
              icrc_compute(frame + l3_off, icrc_off - l3_off, path.family == IpFamily::kIpv6));
   *frame_len = icrc_off + kIcrcSize;
   return frame;
+}
+
+uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                       const BthFields& bth, const ExtHeaders& ext, uint32_t* crc) {
+  uint8_t* frame = write_headers(payload, payload_len, path, bth, ext, pad_of(bth, payload_len));
+  // The ICRC through the BTH, then the extension headers (unmasked) up to the payload.
+  const uint8_t* l3 = frame + l3_offset(path);
+  const uint8_t* ext_p = l3 + (path.family == IpFamily::kIpv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) +
+                         sizeof(UdpHdr) + sizeof(Bth);
+  *crc = crc32_ieee(icrc_begin(l3, path.family == IpFamily::kIpv6), ext_p,
+                    static_cast<uint64_t>(payload - ext_p));
+  return frame;
+}
+
+uint32_t finish_icrc(const uint8_t* frame, uint8_t* payload, uint32_t payload_len, uint32_t crc) {
+  const uint8_t pad = pad_for(payload_len);
+  uint8_t* end = payload + payload_len;
+  if (pad) {
+    std::memset(end, 0, pad);
+    crc = crc32_ieee(crc, end, pad);
+    end += pad;
+  }
+  icrc_write(end, crc);
+  return static_cast<uint32_t>(end - frame) + kIcrcSize;
 }
 
 uint32_t build_frame(uint8_t* buf, uint32_t cap, const PathSpec& path, const BthFields& bth,

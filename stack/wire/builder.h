@@ -90,6 +90,15 @@ uint8_t* write_l2l4(uint8_t* frame, const PathSpec& path, uint32_t udp_payload_l
 uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
                               const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len);
 
+// build_around_payload in two steps, for a sender that copies the payload in after the
+// headers and CRCs it on the way (crc32_copy): build_headers writes everything before `payload`
+// and returns the frame start, with *crc the ICRC so far (through the extension headers);
+// finish_icrc chains `crc` (which by then covers the payload) over the pad, writes pad and ICRC
+// and returns the frame length. The frame is byte for byte build_around_payload's.
+uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+                       const BthFields& bth, const ExtHeaders& ext, uint32_t* crc);
+uint32_t finish_icrc(const uint8_t* frame, uint8_t* payload, uint32_t payload_len, uint32_t crc);
+
 // Convenience for tests and tools: builds into `buf` (capacity `cap`) by copying the payload.
 // Returns the frame length, or 0 if it does not fit.
 uint32_t build_frame(uint8_t* buf, uint32_t cap, const PathSpec& path, const BthFields& bth,

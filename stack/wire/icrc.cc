@@ -47,18 +47,17 @@ inline void mask_variant_fields(uint8_t* ip, bool ipv6) {
 // starts at zero and is returned without the final inversion. For the short frames of a
 // ping-pong (an ACK, a small SEND: 48-100 bytes) icrc_compute went from ~250 to ~120
 // instructions (callgrind), against ISA-L's call padded to its 256-byte fast path.
-__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold16(const uint8_t* p, uint32_t n) {
-  const __m128i k_fold = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);  // x^96, x^160 (reflected)
+// Fold constants: for a distance of D bits, x^(D+32) and x^(D-32) mod P, bit-reflected and
+// shifted left by one (the low and high 64-bit lanes of a 128-bit block).
+constexpr int64_t kX96 = 0x0ccaa009e, kX160 = 0x1751997d0;  // D = 128
+
+// The 128 bits left after folding -> the 32-bit register: 128 -> 64 -> 32 bits and a Barrett
+// reduction.
+__attribute__((target("pclmul,sse4.1"))) inline uint32_t reduce128(__m128i x) {
+  const __m128i k_fold = _mm_set_epi64x(kX96, kX160);
   const __m128i k_64 = _mm_set_epi64x(0, 0x163cd6124);              // x^64
   const __m128i k_poly = _mm_set_epi64x(0x1f7011641, 0x1db710641);  // mu, P (reflected)
   const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  for (uint32_t off = 16; off < n; off += 16) {
-    const __m128i lo = _mm_clmulepi64_si128(x, k_fold, 0x00);
-    const __m128i hi = _mm_clmulepi64_si128(x, k_fold, 0x11);
-    x = _mm_xor_si128(_mm_xor_si128(lo, hi),
-                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + off)));
-  }
   // 128 -> 64 bits.
   x = _mm_xor_si128(_mm_clmulepi64_si128(x, k_fold, 0x10), _mm_srli_si128(x, 8));
   // 64 -> 32 bits.
@@ -70,14 +69,123 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold16(const uint8_t* p,
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, t), 1));
 }
 
+__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold16(const uint8_t* p, uint32_t n) {
+  const __m128i k_fold = _mm_set_epi64x(kX96, kX160);
+  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  for (uint32_t off = 16; off < n; off += 16) {
+    const __m128i lo = _mm_clmulepi64_si128(x, k_fold, 0x00);
+    const __m128i hi = _mm_clmulepi64_si128(x, k_fold, 0x11);
+    x = _mm_xor_si128(_mm_xor_si128(lo, hi),
+                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + off)));
+  }
+  return reduce128(x);
+}
+
+// Copy and CRC in one pass, 256 bytes per step: four 512-bit registers of four 128-bit lanes
+// each, every lane folded 2048 bits forward onto the next 256 bytes while they are stored to
+// `dst`. `n` is a non-zero multiple of 256. `reg` is the CRC register before these bytes (zlib's
+// ~crc); the register after them is returned. A sender that copies its payload into the frame
+// and then ran ISA-L over the frame passed over the payload twice.
+#define ROCE_AVX512_CLMUL \
+  __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,sse4.1")))
+ROCE_AVX512_CLMUL inline __m512i lanes512(int64_t lo, int64_t hi) {
+  return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
+}
+ROCE_AVX512_CLMUL inline __m512i fold512(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                          _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+ROCE_AVX512_CLMUL inline __m128i fold128(__m128i x, int64_t lo, int64_t hi) {
+  const __m128i k = _mm_set_epi64x(hi, lo);
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+ROCE_AVX512_CLMUL uint32_t crc32_copy_avx512(uint32_t reg, uint8_t* dst, const uint8_t* src,
+                                             uint64_t n) {
+  const __m512i k2048 = lanes512(0x11542778a, 0x1322d1430);
+  const __m512i k1536 = lanes512(0x1821d8bc0, 0x12e958ac4);
+  const __m512i k1024 = lanes512(0x1e88ef372, 0x14a7fe880);
+  const __m512i k512 = lanes512(0x154442bd4, 0x1c6e41596);
+
+  __m512i a0 = _mm512_loadu_si512(src), a1 = _mm512_loadu_si512(src + 64),
+          a2 = _mm512_loadu_si512(src + 128), a3 = _mm512_loadu_si512(src + 192);
+  _mm512_storeu_si512(dst, a0);
+  _mm512_storeu_si512(dst + 64, a1);
+  _mm512_storeu_si512(dst + 128, a2);
+  _mm512_storeu_si512(dst + 192, a3);
+  a0 = _mm512_xor_si512(a0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(reg))));
+  for (uint64_t off = 256; off < n; off += 256) {
+    const __m512i d0 = _mm512_loadu_si512(src + off), d1 = _mm512_loadu_si512(src + off + 64),
+                  d2 = _mm512_loadu_si512(src + off + 128),
+                  d3 = _mm512_loadu_si512(src + off + 192);
+    _mm512_storeu_si512(dst + off, d0);
+    _mm512_storeu_si512(dst + off + 64, d1);
+    _mm512_storeu_si512(dst + off + 128, d2);
+    _mm512_storeu_si512(dst + off + 192, d3);
+    a0 = _mm512_xor_si512(fold512(a0, k2048), d0);
+    a1 = _mm512_xor_si512(fold512(a1, k2048), d1);
+    a2 = _mm512_xor_si512(fold512(a2, k2048), d2);
+    a3 = _mm512_xor_si512(fold512(a3, k2048), d3);
+  }
+  // Four registers -> one: each folded onto the last by its distance from it.
+  const __m512i x = _mm512_xor_si512(_mm512_xor_si512(fold512(a0, k1536), fold512(a1, k1024)),
+                                     _mm512_xor_si512(fold512(a2, k512), a3));
+  // Four lanes -> one: lanes 0, 1 and 2 are 384, 256 and 128 bits before lane 3.
+  const __m128i y = _mm_xor_si128(
+      _mm_xor_si128(fold128(_mm512_maskz_extracti32x4_epi32(0xF, x, 0), 0x3db1ecdc, 0x174359406),
+                    fold128(_mm512_maskz_extracti32x4_epi32(0xF, x, 1), 0xf1da05aa, 0x15a546366)),
+      _mm_xor_si128(fold128(_mm512_maskz_extracti32x4_epi32(0xF, x, 2), kX160, kX96),
+                    _mm512_maskz_extracti32x4_epi32(0xF, x, 3)));
+  return reduce128(y);
+}
+#undef ROCE_AVX512_CLMUL
+
 // A static initializer may run before libgcc's CPU detection: run it first.
 const bool kHaveClmul = [] {
   __builtin_cpu_init();
   return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 }();
+const bool kHaveAvx512Clmul = [] {
+  __builtin_cpu_init();
+  return kHaveClmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq");
+}();
 #endif
 
 }  // namespace
+
+bool crc32_copy_is_fused() {
+#if defined(__x86_64__)
+  return kHaveAvx512Clmul;
+#else
+  return false;
+#endif
+}
+
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len) {
+  uint64_t done = 0;
+#if defined(__x86_64__)
+  if (kHaveAvx512Clmul && len >= 256) {
+    done = len & ~uint64_t{255};
+    crc = ~crc32_copy_avx512(~crc, dst, src, done);
+  }
+#endif
+  if (done < len) {
+    std::memcpy(dst + done, src + done, len - done);
+    crc = crc32_ieee(crc, dst + done, len - done);
+  }
+  return crc;
+}
+
+uint32_t icrc_begin(const uint8_t* l3, bool ipv6) {
+  const uint32_t hdr_len =
+      (ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr) + sizeof(Bth);
+  alignas(16) uint8_t buf[8 + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth)];
+  std::memset(buf, 0xFF, 8);
+  std::memcpy(buf + 8, l3, hdr_len);
+  mask_variant_fields(buf + 8, ipv6);
+  return crc32_ieee(0, buf, 8 + hdr_len);
+}
 
 uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6) {
   // The 8-byte LRH stand-in helps twice: after its first four 0xFF bytes the CRC register is

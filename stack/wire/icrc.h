@@ -20,6 +20,19 @@ uint32_t crc32_ieee(uint32_t crc, const uint8_t* data, uint64_t len);
 // have no options; the caller has checked that covered_len holds IP + UDP + BTH.
 uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6);
 
+// The ICRC in pieces, for a sender that writes the headers first and copies the payload in
+// after them: icrc_begin covers the 8-byte LRH stand-in and the masked IP, UDP and BTH headers
+// at `l3` (IPv4 without options); chain what follows the BTH (extension headers, payload, pad)
+// with crc32_ieee or crc32_copy. The result equals icrc_compute over the whole packet.
+uint32_t icrc_begin(const uint8_t* l3, bool ipv6);
+
+// Copies `len` bytes from `src` to `dst` (not overlapping) and returns crc32_ieee(crc, src,
+// len). With AVX-512 and VPCLMULQDQ the copy and the CRC are one pass over the bytes, 256 at a
+// time; otherwise (and for the last len % 256 bytes) memcpy, then ISA-L over the copy.
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len);
+// Whether this CPU gets crc32_copy's one-pass path.
+bool crc32_copy_is_fused();
+
 // Reads / writes the 4-byte ICRC field (little-endian on the wire).
 inline uint32_t icrc_read(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |

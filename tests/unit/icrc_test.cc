@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -25,6 +26,50 @@ TEST(Crc32, MatchesZlibOnEveryLengthAndSeed) {
       uint32_t c = crc32_ieee(0, buf.data() + off, half);
       c = crc32_ieee(c, buf.data() + off + half, len - half);
       EXPECT_EQ(c, z);
+    }
+  }
+}
+
+// crc32_copy: the copy is exact and the CRC is zlib's, chained from any value, at lengths on
+// both sides of its 256-byte steps (one-pass path and memcpy + ISA-L tail) and any alignment.
+TEST(Crc32, CopyCopiesAndMatchesZlibAtEveryLength) {
+  std::printf("crc32_copy one-pass path on this CPU: %s\n", crc32_copy_is_fused() ? "yes" : "no");
+  std::mt19937 rng(3);
+  std::vector<uint8_t> src(9000 + 64), dst(9000 + 64);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint32_t> lens;
+  for (uint32_t l = 0; l <= 1100; ++l) lens.push_back(l);
+  for (uint32_t l : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 4224u, 8191u, 8192u, 9000u}) {
+    lens.push_back(l);
+  }
+  for (uint32_t len : lens) {
+    const uint32_t so = len % 5, dof = len % 3;
+    const uint32_t seed = static_cast<uint32_t>(rng());
+    std::fill(dst.begin(), dst.end(), 0xA5);
+    const uint32_t got = crc32_copy(seed, dst.data() + dof, src.data() + so, len);
+    ASSERT_EQ(got, static_cast<uint32_t>(crc32(seed, src.data() + so, len))) << len;
+    ASSERT_EQ(std::memcmp(dst.data() + dof, src.data() + so, len), 0) << len;
+    // Nothing written outside [dst, dst + len).
+    for (uint32_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xA5) << len;
+    for (size_t i = dof + len; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5) << len;
+  }
+}
+
+// icrc_begin chained over the rest of the packet equals icrc_compute over all of it.
+TEST(Icrc, BeginChainedOverTheRestEqualsTheWhole) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> frame(5000), scratch(5000);
+  for (bool v6 : {false, true}) {
+    const uint32_t hdr_len = (v6 ? 40 : 20) + 8 + 12;
+    for (uint32_t covered :
+         {hdr_len, hdr_len + 1, hdr_len + 16, hdr_len + 300, hdr_len + 4096, hdr_len + 4100}) {
+      for (auto& b : frame) b = static_cast<uint8_t>(rng());
+      const uint32_t whole = icrc_compute(frame.data(), covered, v6);
+      const uint32_t rest = covered - hdr_len;
+      uint32_t c = icrc_begin(frame.data(), v6);
+      EXPECT_EQ(crc32_ieee(c, frame.data() + hdr_len, rest), whole) << covered;
+      c = crc32_copy(c, scratch.data(), frame.data() + hdr_len, rest);
+      EXPECT_EQ(c, whole) << covered;
     }
   }
 }
