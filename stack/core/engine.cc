@@ -70,9 +70,7 @@ void Engine::raise_event(AsyncEventType t, uint32_t id) {
 // The loop.
 
 bool Engine::poll() {
-  // Never backwards, even if a clock read on another core lags a little.
-  const uint64_t t = clock_->now_ns();
-  if (t > now_) now_ = t;
+  now_ = clock_->now_ns();
   ++poll_seq_;
   bool work = false;
 
@@ -314,18 +312,6 @@ void Engine::finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payl
   uint32_t frame_len = 0;
   uint8_t* frame = wire::build_around_payload(payload, len, path, bth, ext, &frame_len);
   queue_frame(b, qp, frame, frame_len);
-}
-
-uint8_t* Engine::start_frame(wire::PathSpec& path, uint8_t* payload, uint32_t len,
-                             const wire::BthFields& bth, const wire::ExtHeaders& ext,
-                             uint32_t* crc) {
-  path.ipv4_id = ip_id_++;
-  return wire::build_headers(payload, len, path, bth, ext, crc);
-}
-
-void Engine::commit_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint8_t* payload, uint32_t len,
-                          uint32_t crc) {
-  queue_frame(b, qp, frame, wire::finish_icrc(frame, payload, len, crc));
 }
 
 void Engine::queue_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint32_t frame_len) {

@@ -28,6 +28,7 @@
 #include "stack/util/clock.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/timer_wheel.h"
+#include "stack/wire/builder.h"
 #include "stack/wire/parser.h"
 
 namespace roce {
@@ -195,15 +196,27 @@ class Engine {
   uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len);
   void finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                     const wire::BthFields& bth, const wire::ExtHeaders& ext);
-  // Payloads of kOnePassMin bytes and more are built headers first: start_frame writes them
-  // and returns the frame start with *crc the ICRC so far; the payload is then copied in and
-  // CRCed in the same pass (gather / wire::crc32_copy); commit_frame writes pad and ICRC and
-  // queues the frame. One pass over the payload instead of a copy and then a CRC.
+  // A data frame of `len` payload bytes on the QP's path, which fill(dst, crc) puts at `payload`
+  // (chaining them into *crc when crc is not null); false, with nothing queued, if fill fails.
+  // Payloads of kOnePassMin bytes and more are built headers first: the payload is then copied
+  // in and CRCed in the same pass (wire::crc32_copy), one pass over it instead of a copy and
+  // then a CRC. Smaller ones are copied, then built around (the short-frame ICRC is faster).
   static constexpr uint32_t kOnePassMin = 256;
-  uint8_t* start_frame(wire::PathSpec& path, uint8_t* payload, uint32_t len,
-                       const wire::BthFields& bth, const wire::ExtHeaders& ext, uint32_t* crc);
-  void commit_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint8_t* payload, uint32_t len,
-                    uint32_t crc);
+  template <typename Fill>
+  bool build_data_frame(PktBuf* b, Qp& qp, uint8_t* payload, uint32_t len,
+                        const wire::BthFields& bth, const wire::ExtHeaders& ext, Fill&& fill) {
+    if (len < kOnePassMin) {
+      if (!fill(payload, nullptr)) return false;
+      finish_frame(b, qp, qp.path_, payload, len, bth, ext);
+      return true;
+    }
+    qp.path_.ipv4_id = ip_id_++;
+    uint32_t crc = 0;
+    uint8_t* frame = wire::build_headers(payload, len, qp.path_, bth, ext, &crc);
+    if (!fill(payload, &crc)) return false;
+    queue_frame(b, qp, frame, wire::finish_icrc(frame, payload, len, crc));
+    return true;
+  }
   void queue_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint32_t frame_len);
   bool tx_room() const { return n_txq_ < kTxqCap - 1; }
   void flush_tx();

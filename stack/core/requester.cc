@@ -239,20 +239,14 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
   uint8_t* payload = begin_frame(b, hdr);
   WcStatus err = WcStatus::kSuccess;
   qp.path_.traffic_class = qp.data_tclass_;
-  const bool one_pass = pay >= kOnePassMin;
-  uint32_t crc = 0;
-  uint8_t* frame = one_pass ? start_frame(qp.path_, payload, pay, bth, ext, &crc) : nullptr;
-  if (!gather(qp, w, s.offset, payload, pay, &err, one_pass ? &crc : nullptr)) {
+  if (!build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
+        return gather(qp, w, s.offset, dst, pay, &err, crc);
+      })) {
     // The buffer stays ours (it was never queued); the WQE completes in error, in order.
     spare_[n_spare_++] = *b;
     slot.error = err;
     comp_progress(qp);
     return false;
-  }
-  if (one_pass) {
-    commit_frame(b, qp, frame, payload, pay, crc);
-  } else {
-    finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
   }
   cc_on_sent(qp, b->len);
 
@@ -341,19 +335,13 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
     uint8_t* payload = begin_frame(b, qp.l2l4_len_ + oi.transport_hdr_len());
     WcStatus err = WcStatus::kSuccess;
-    const bool one_pass = pay >= kOnePassMin;
-    uint32_t crc = 0;
-    uint8_t* frame = one_pass ? start_frame(qp.path_, payload, pay, bth, ext, &crc) : nullptr;
-    if (!gather(qp, w, s.offset, payload, pay, &err, one_pass ? &crc : nullptr)) {
+    if (!build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
+          return gather(qp, w, s.offset, dst, pay, &err, crc);
+        })) {
       spare_[n_spare_++] = *b;
       complete(err);
       qp_error(qp);
       return false;
-    }
-    if (one_pass) {
-      commit_frame(b, qp, frame, payload, pay, crc);
-    } else {
-      finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
     }
     s.psn = psn_add(s.psn, 1);
     if (last) {

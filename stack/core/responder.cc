@@ -527,15 +527,14 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
     const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
     uint8_t* payload = begin_frame(b, hdr);
     qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
-    if (pay >= kOnePassMin) {
-      uint32_t crc = 0;
-      uint8_t* frame = start_frame(qp.path_, payload, pay, bth, ext, &crc);
-      crc = wire::crc32_copy(crc, payload, src, pay);
-      commit_frame(b, qp, frame, payload, pay, crc);
-    } else {
-      if (pay) std::memcpy(payload, src, pay);
-      finish_frame(b, qp, qp.path_, payload, pay, bth, ext);
-    }
+    build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
+      if (crc) {
+        *crc = wire::crc32_copy(*crc, dst, src, pay);
+      } else if (pay) {
+        std::memcpy(dst, src, pay);
+      }
+      return true;
+    });
     if (e.kind == RespOut::kRead) cc_on_sent(qp, b->len);
     if (e.kind == RespOut::kRead) {
       e.psn = psn_add(e.psn, 1);

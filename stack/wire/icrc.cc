@@ -19,6 +19,12 @@ uint32_t crc32_ieee(uint32_t crc, const uint8_t* data, uint64_t len) {
 
 namespace {
 
+// The headers the invariant CRC masks: IP (no options), UDP, BTH.
+constexpr uint32_t masked_headers_len(bool ipv6) {
+  return static_cast<uint32_t>((ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr) +
+                               sizeof(Bth));
+}
+
 // The masks of the invariant CRC applied to a copy of the fixed headers at `ip`.
 inline void mask_variant_fields(uint8_t* ip, bool ipv6) {
   if (ipv6) {
@@ -41,12 +47,6 @@ inline void mask_variant_fields(uint8_t* ip, bool ipv6) {
 }
 
 #if defined(__x86_64__)
-// CRC-32 (reflected, polynomial 0x04C11DB7) by carry-less multiplication, one 16-byte block at a
-// time: each step folds the 128 bits so far across the next block (x^160 and x^96 mod P), then
-// 128 -> 64 -> 32 bits and a Barrett reduction. `n` is a non-zero multiple of 16. The register
-// starts at zero and is returned without the final inversion. For the short frames of a
-// ping-pong (an ACK, a small SEND: 48-100 bytes) icrc_compute went from ~250 to ~120
-// instructions (callgrind), against ISA-L's call padded to its 256-byte fast path.
 // Fold constants: for a distance of D bits, x^(D+32) and x^(D-32) mod P, bit-reflected and
 // shifted left by one (the low and high 64-bit lanes of a 128-bit block).
 constexpr int64_t kX96 = 0x0ccaa009e, kX160 = 0x1751997d0;  // D = 128
@@ -69,6 +69,12 @@ __attribute__((target("pclmul,sse4.1"))) inline uint32_t reduce128(__m128i x) {
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, t), 1));
 }
 
+// CRC-32 (reflected, polynomial 0x04C11DB7) by carry-less multiplication, one 16-byte block at a
+// time: each step folds the 128 bits so far across the next block (x^160 and x^96 mod P), then
+// 128 -> 64 -> 32 bits and a Barrett reduction. `n` is a non-zero multiple of 16. The register
+// starts at zero and is returned without the final inversion. For the short frames of a
+// ping-pong (an ACK, a small SEND: 48-100 bytes) icrc_compute went from ~250 to ~120
+// instructions (callgrind), against ISA-L's call padded to its 256-byte fast path.
 __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold16(const uint8_t* p, uint32_t n) {
   const __m128i k_fold = _mm_set_epi64x(kX96, kX160);
   __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -178,8 +184,7 @@ uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len
 }
 
 uint32_t icrc_begin(const uint8_t* l3, bool ipv6) {
-  const uint32_t hdr_len =
-      (ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr) + sizeof(Bth);
+  const uint32_t hdr_len = masked_headers_len(ipv6);
   alignas(16) uint8_t buf[8 + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth)];
   std::memset(buf, 0xFF, 8);
   std::memcpy(buf + 8, l3, hdr_len);
@@ -209,27 +214,23 @@ uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6) {
 
   // Otherwise ISA-L. Its folding CRC is fast from 256 bytes on; below, it runs a serial 16-byte
   // loop that costs more than the fold, so short packets are padded up to it with zeros as
-  // above. Packets up to kCopyWhole are copied whole, masked and CRCed in one call; larger ones
-  // copy only the headers and chain the payload in place.
+  // above and copied whole, masked and CRCed in one call. Larger ones copy only the headers
+  // (icrc_begin) and chain the rest in place.
   constexpr uint32_t kCopyWhole = 512;
   constexpr uint32_t kFastMin = 256;
+  if (covered_len > kCopyWhole) {
+    const uint32_t hdr_len = masked_headers_len(ipv6);
+    return crc32_ieee(icrc_begin(l3, ipv6), l3 + hdr_len, covered_len - hdr_len);
+  }
   alignas(64) uint8_t buf[kFastMin + kCopyWhole];
-  const uint32_t hdr_len =
-      (ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr)) + sizeof(UdpHdr) + sizeof(Bth);
-  const bool whole = covered_len <= kCopyWhole;
-  const uint32_t copy_len = whole ? covered_len : hdr_len;
-  const uint32_t zeros = whole && 8 + copy_len < kFastMin ? kFastMin - 8 - copy_len : 0;
-
+  const uint32_t zeros = 8 + covered_len < kFastMin ? kFastMin - 8 - covered_len : 0;
   std::memset(buf, 0xFF, 4);
   std::memset(buf + 4, 0, zeros);
   std::memset(buf + 4 + zeros, 0xFF, 4);
   uint8_t* ip = buf + 8 + zeros;
-  std::memcpy(ip, l3, copy_len);
+  std::memcpy(ip, l3, covered_len);
   mask_variant_fields(ip, ipv6);
-
-  const uint32_t crc = crc32_gzip_refl(0, buf, 8 + zeros + copy_len);
-  if (whole) return crc;
-  return crc32_gzip_refl(crc, l3 + hdr_len, covered_len - hdr_len);
+  return crc32_gzip_refl(0, buf, 8 + zeros + covered_len);
 }
 
 }  // namespace roce::wire
