@@ -311,8 +311,11 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
     const uint32_t offset = static_cast<uint32_t>(psn_diff(psn, slot.first_psn)) * qp.mtu_;
     const uint32_t expect = std::min(qp.mtu_, w.length - offset);
     const bool last = offset + expect == w.length;
+    // The last response of the request in progress (a READ larger than the window is asked
+    // for in pieces: read_request_psns).
+    const bool request_last = psn_add(psn, 1) == slot.read_end;
     const bool is_last_op = op.flags & wire::kOpLast;
-    if (info.payload_len != expect || last != is_last_op) {
+    if (info.payload_len != expect || request_last != is_last_op) {
       ++qp.counters_.dropped_responses;  // malformed: wait for a retransmission
       return;
     }

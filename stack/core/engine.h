@@ -250,6 +250,7 @@ class Engine {
   bool req_step(Qp& qp, uint32_t budget);  // true while the QP has more to send
   bool req_can_start(Qp& qp, const SendWqe& w);
   bool req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot);
+  uint32_t read_request_psns(Qp& qp, const SendWqe& w, SendSlot& slot);
   void req_rewind(Qp& qp, uint32_t psn);
   bool ud_send(Qp& qp, SendWqe& w);
   // Copies the WQE's bytes [offset, offset + len) to dst; with `crc`, chains them into *crc.

@@ -61,7 +61,8 @@ struct QpCounters {
 // Engine-private state of one send-queue slot.
 struct SendSlot {
   uint32_t first_psn = 0;
-  uint32_t npkts = 0;  // PSNs the WQE consumes (a READ: its response packets)
+  uint32_t npkts = 0;     // PSNs the WQE consumes (a READ: its response packets)
+  uint32_t read_end = 0;  // a READ: the PSN after the last response its latest request asks for
   bool started = false;
   WcStatus error = WcStatus::kSuccess;  // a local error found while sending it
 };

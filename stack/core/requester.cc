@@ -160,6 +160,7 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
       slot.started = true;
       slot.first_psn = qp.snd_.psn;
       slot.npkts = is_atomic(w.opcode) ? 1 : packets_for(w.length, qp.mtu_);
+      slot.read_end = slot.first_psn;
       if (is_rd_atomic(w.opcode)) {
         ++qp.snd_.rd_atomic;
         const WcStatus s = check_local_write(mrs_, qp.init_.pd, w);
@@ -177,6 +178,11 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
 }
 
 bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
+  uint32_t read_psns = 0;
+  if (w.opcode == WrOpcode::kRdmaRead) {
+    read_psns = read_request_psns(qp, w, slot);
+    if (read_psns == 0) return false;  // progress (an answer) schedules the QP again
+  }
   if (!cc_may_send(qp)) return false;
   PktBuf* b = tx_buf();
   if (!b) return false;
@@ -193,13 +199,14 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
 
   switch (w.opcode) {
     case WrOpcode::kRdmaRead: {
-      // A READ request for everything not yet received: after a rewind into the middle of a
-      // READ, the request asks for the rest (IBA 9.7.4.1.3).
+      // A request for `read_psns` response packets from s.offset (read_request_psns); after a
+      // rewind into the middle of a request, for the rest of it (IBA 9.7.4.1.3).
       bth.opcode = op::kRcReadRequest;
+      psns = read_psns;
+      last = psns == packets_for(w.length - s.offset, mtu);
       ext.reth.va.set(w.remote_addr + s.offset);
       ext.reth.rkey.set(w.rkey);
-      ext.reth.dma_length.set(w.length - s.offset);
-      psns = packets_for(w.length - s.offset, mtu);
+      ext.reth.dma_length.set(last ? w.length - s.offset : psns * mtu);
       bth.ack_req = true;
       break;
     }
@@ -258,10 +265,35 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
     ++s.send;
     s.offset = 0;
   } else {
-    s.offset += pay;
+    s.offset += w.opcode == WrOpcode::kRdmaRead ? psns * mtu : pay;
   }
   if (!qp.snd_.retransmit.armed) arm_retransmit(qp);
   return true;
+}
+
+// How many response packets the next READ request of `w` asks for; 0: not yet. The responses
+// of one request arrive back to back, as fast as the responder can send them, so a READ larger
+// than the go-back-N window is asked for in pieces of at most the window: otherwise one READ
+// could put far more frames in flight than a WRITE ever can, and overrun a receive ring sized
+// for the window (1 MiB at MTU 1024 is 1,024 frames; an af_packet ring collapsed into timeouts).
+// A piece after the first waits until everything sent before it is answered, so each READ WQE
+// has one request outstanding and max_rd_atomic still bounds the requests the responder holds.
+// The first piece waits for room for itself in the window, or for a quarter of the window when
+// it is bigger. A re-request after a rewind asks for the rest of the piece it falls in.
+uint32_t Engine::read_request_psns(Qp& qp, const SendWqe& w, SendSlot& slot) {
+  auto& s = qp.snd_;
+  if (psn_diff(s.psn, slot.read_end) < 0)
+    return static_cast<uint32_t>(psn_diff(slot.read_end, s.psn));
+  const uint32_t window = cfg_.max_inflight_psns;
+  const auto inflight = static_cast<uint32_t>(psn_diff(s.psn, s.comp_psn));
+  if (s.offset != 0 && inflight != 0) return 0;
+  if (inflight >= window) return 0;
+  const uint32_t left = packets_for(w.length - s.offset, qp.mtu_);
+  const uint32_t room = window - inflight;
+  if (room < std::min({left, window, std::max(1u, window / 4)})) return 0;
+  const uint32_t n = std::min(left, room);
+  slot.read_end = psn_add(s.psn, n);
+  return n;
 }
 
 // Go-back-N: the next packet sent is `psn` (IBA 9.7.4.1.5). Packets of later WQEs are rebuilt

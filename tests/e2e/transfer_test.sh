@@ -37,7 +37,7 @@ else
   MTU=([write_bw]=1024 [read_bw]=4096 [send_bw]=1024)
 fi
 
-sextra= cextra= flags=
+sextra= cextra= flags="--counters"
 if [[ -n $DROP ]]; then
   sextra="drop=$DROP; fault_seed=11"
   cextra="drop=$DROP; fault_seed=22"
@@ -66,6 +66,16 @@ for t in write_bw read_bw send_bw; do
   fi
   lines=$(report_lines "$WORK/$t.client.out" | wc -l)
   ((lines == 5)) || die "$t: expected 5 result lines (one per size), got $lines"
+  if [[ -z $DROP && $VDEV == af_packet ]]; then
+    # A clean link loses nothing: the af_packet rings (framecnt=512) hold the go-back-N window
+    # (256 PSNs), and a READ asks for at most the window (1 MiB READs at MTU 1024 used to put
+    # 1,024 frames in flight and overrun the ring into local ACK timeouts).
+    for side in server client; do
+      if grep -Eq "local_ack_timeouts +[1-9]" "$WORK/$t.$side.out"; then
+        die "$t $side: local ACK timeouts on a clean link: $(grep -E 'local_ack_timeouts|retransmit' "$WORK/$t.$side.out" | tr -s ' ' | paste -sd ';')"
+      fi
+    done
+  fi
   if [[ -n $DROP ]]; then
     # The requester's QP retransmitted, and the injected drops happened on both sides.
     req="$WORK/$t.client.out"

@@ -331,6 +331,129 @@ TEST(Requester, UnansweredGapRetriesBackOff) {
   EXPECT_EQ(reads(h.advance(holdoff + 10'000)), 1) << "answered: retried after one hold-off";
 }
 
+// The responses to one READ request: ONLY, or FIRST, MIDDLE..., LAST; `data` holds the bytes of
+// PSN `psn` onwards, `len` of them in all.
+std::vector<std::vector<uint8_t>> read_responses(ProtocolHarness& h, uint32_t psn,
+                                                 const uint8_t* data, uint32_t len) {
+  const uint32_t m = h.mtu();
+  const uint32_t n = len == 0 ? 1 : (len + m - 1) / m;
+  std::vector<std::vector<uint8_t>> v;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t pay = std::min(m, len - i * m);
+    const uint8_t opc = n == 1       ? op::kRcReadRespOnly
+                        : i == 0     ? op::kRcReadRespFirst
+                        : i + 1 == n ? op::kRcReadRespLast
+                                     : op::kRcReadRespMiddle;
+    const bool aeth = opc != op::kRcReadRespMiddle;
+    v.push_back(
+        h.peer_frame(opc, psn + i, aeth ? h.aeth(kAck, 1) : wire::ExtHeaders{}, data + i * m, pay));
+  }
+  return v;
+}
+
+ProtocolHarness::Options window_of(uint32_t psns) {
+  ProtocolHarness::Options o;
+  o.max_inflight_psns = psns;
+  return o;
+}
+
+// A READ larger than the go-back-N window is asked for in pieces of at most the window, each
+// once everything before it is answered: one READ never has more responses in flight than the
+// window allows a WRITE (1 MiB at MTU 1024 overran an af_packet ring into timeouts).
+TEST(Requester, ReadLargerThanTheWindowIsAskedForInPieces) {
+  ProtocolHarness h(window_of(8));
+  const uint32_t m = h.mtu();
+  const uint32_t len = 20 * m - 100;  // 20 response packets, the last one short
+  std::vector<uint8_t> data(len);
+  for (uint32_t i = 0; i < len; ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, len, kSendSignaled, 0x10000, 0x55), 0);
+  const auto request = [&](const Emitted& e, uint32_t piece, uint32_t bytes) {
+    const wire::Reth& r = e.info.ext<wire::Reth>(wire::Ext::kReth);
+    EXPECT_EQ(e.opcode(), op::kRcReadRequest);
+    EXPECT_EQ(e.psn(), S0 + piece * 8);
+    EXPECT_EQ(r.va.get(), 0x10000u + piece * 8 * m);
+    EXPECT_EQ(r.dma_length.get(), bytes);
+  };
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  request(out[0], 0, 8 * m);
+  // All but the last response of the piece: the next piece waits.
+  auto resp = read_responses(h, S0, data.data(), 8 * m);
+  out = h.exchange({resp.begin(), resp.end() - 1});
+  EXPECT_TRUE(out.empty());
+  out = h.exchange({resp.back()});
+  ASSERT_EQ(out.size(), 1u);
+  request(out[0], 1, 8 * m);
+  EXPECT_TRUE(h.completions().empty());
+  out = h.exchange(read_responses(h, S0 + 8, data.data() + 8 * m, 8 * m));
+  ASSERT_EQ(out.size(), 1u);
+  request(out[0], 2, len - 16 * m);
+  out = h.exchange(read_responses(h, S0 + 16, data.data() + 16 * m, len - 16 * m));
+  EXPECT_TRUE(out.empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].byte_len, len);
+  EXPECT_EQ(std::memcmp(h.mem(), data.data(), len), 0);
+  EXPECT_EQ(h.qp()->counters_.dropped_responses, 0u);
+  // The READ consumed its 20 PSNs, no more.
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 8), 0);
+  out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), S0 + 20);
+}
+
+// A response missing inside a piece: the re-request asks for the rest of that piece, and a piece
+// that ends on a response without the LAST opcode is not taken as complete.
+TEST(Requester, LostReadResponseReRequestsTheRestOfItsPiece) {
+  ProtocolHarness h(window_of(8));
+  const uint32_t m = h.mtu();
+  std::vector<uint8_t> data(12 * m);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13 + 1);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 12 * m, kSendSignaled, 0x10000, 0x55), 0);
+  h.exchange();
+  auto resp = read_responses(h, S0, data.data(), 8 * m);
+  auto out = h.exchange({resp[0], resp[2]});  // S0+1 is lost
+  ASSERT_EQ(out.size(), 1u);
+  const wire::Reth& r = out[0].info.ext<wire::Reth>(wire::Ext::kReth);
+  EXPECT_EQ(out[0].psn(), S0 + 1);
+  EXPECT_EQ(r.va.get(), 0x10000u + m);
+  EXPECT_EQ(r.dma_length.get(), 7 * m);
+  // The re-requested stream: S0+1 .. S0+7, but its last arrives as a MIDDLE: not the end.
+  auto again = read_responses(h, S0 + 1, data.data() + m, 7 * m);
+  again.back() = h.peer_frame(op::kRcReadRespMiddle, S0 + 7, {}, data.data() + 7 * m, m);
+  out = h.exchange({again.begin(), again.end()});
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.qp()->counters_.dropped_responses, 1u);
+  again = read_responses(h, S0 + 1, data.data() + m, 7 * m);
+  out = h.exchange({again.back()});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), S0 + 8);
+  EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 4 * m);
+  h.exchange(read_responses(h, S0 + 8, data.data() + 8 * m, 4 * m));
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(h.mem(), data.data(), data.size()), 0);
+}
+
+// A READ that does not fit the room left in the window waits for it (at most a quarter of the
+// window when the READ is bigger than that), where before it went out and overshot the window.
+TEST(Requester, ReadWaitsForRoomInTheWindow) {
+  ProtocolHarness h(window_of(8));
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 7 * m), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 2, 0, 4 * m, kSendSignaled, 0x10000, 0x55), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 7u);
+  for (const Emitted& e : out) EXPECT_NE(e.opcode(), op::kRcReadRequest);
+  out = h.exchange({h.peer_frame(op::kRcAck, S0 + 6, h.aeth(kAck, 1))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
+  EXPECT_EQ(out[0].psn(), S0 + 7);
+  EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 4 * m);
+}
+
 TEST(Requester, AckBeyondAReadIsAnImplicitNak) {
   ProtocolHarness h;
   ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 64, kSendSignaled, 0x10000, 0x55), 0);

@@ -56,6 +56,7 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   cfg.gids = {Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
               Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1}};
   cfg.seed = 99;
+  cfg.max_inflight_psns = o.max_inflight_psns;
   engine_ = std::make_unique<Engine>(cfg, &port_, &clock_);
   const Gid peer_gid = o.ipv6 ? Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
                               : Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};

@@ -63,7 +63,8 @@ class ProtocolHarness {
     uint32_t mr_access =
         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
     bool ipv6 = false;
-    bool peer_mac_known = true;  // false: the peer's MAC is unresolved until resolve_peer()
+    uint32_t max_inflight_psns = 256;  // EngineConfig: the go-back-N window
+    bool peer_mac_known = true;        // false: the peer's MAC is unresolved until resolve_peer()
   };
   explicit ProtocolHarness(const Options& o);
   ProtocolHarness() : ProtocolHarness(Options{}) {}
