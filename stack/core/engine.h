@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "stack/util/doorbell.h"
 #include "stack/util/timer_wheel.h"
 #include "stack/wire/builder.h"
+#include "stack/wire/icrc.h"
 #include "stack/wire/parser.h"
 
 namespace roce {
@@ -218,6 +220,14 @@ class Engine {
     return true;
   }
   void queue_frame(PktBuf* b, Qp& qp, uint8_t* frame, uint32_t frame_len);
+  // A build_data_frame fill's copy: `n` bytes into the frame, CRCed on the way when `crc` is set.
+  static void copy_payload(uint8_t* dst, const uint8_t* src, uint32_t n, uint32_t* crc) {
+    if (crc) {
+      *crc = wire::crc32_copy(*crc, dst, src, n);
+    } else if (n) {
+      std::memcpy(dst, src, n);
+    }
+  }
   bool tx_room() const { return n_txq_ < kTxqCap - 1; }
   void flush_tx();
   void fire_timer(TimerNode& n);

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
-#include "stack/wire/icrc.h"
 #include "stack/wire/opcode.h"
 #include "stack/wire/psn.h"
 
@@ -66,15 +65,8 @@ uint8_t send_write_opcode(WrOpcode o, bool first, bool last, uint8_t base) {
 bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uint32_t len,
                     WcStatus* err, uint32_t* crc) {
   if (len == 0) return true;
-  const auto copy = [crc](uint8_t* to, const uint8_t* from, uint32_t n) {
-    if (crc) {
-      *crc = wire::crc32_copy(*crc, to, from, n);
-    } else {
-      std::memcpy(to, from, n);
-    }
-  };
   if (w.is_inline()) {
-    copy(dst, w.inline_data() + offset, len);
+    copy_payload(dst, w.inline_data() + offset, len, crc);
     return true;
   }
   const Sge* sge = w.sges();
@@ -92,7 +84,7 @@ bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uin
       *err = WcStatus::kLocProtErr;
       return false;
     }
-    copy(dst, host, chunk);
+    copy_payload(dst, host, chunk, crc);
     dst += chunk;
     len -= chunk;
     offset = 0;
@@ -285,12 +277,12 @@ uint32_t Engine::read_request_psns(Qp& qp, const SendWqe& w, SendSlot& slot) {
   if (psn_diff(s.psn, slot.read_end) < 0)
     return static_cast<uint32_t>(psn_diff(slot.read_end, s.psn));
   const uint32_t window = cfg_.max_inflight_psns;
+  // Below the window: req_step checks that before every packet.
   const auto inflight = static_cast<uint32_t>(psn_diff(s.psn, s.comp_psn));
   if (s.offset != 0 && inflight != 0) return 0;
-  if (inflight >= window) return 0;
   const uint32_t left = packets_for(w.length - s.offset, qp.mtu_);
   const uint32_t room = window - inflight;
-  if (room < std::min({left, window, std::max(1u, window / 4)})) return 0;
+  if (room < std::min(left, std::max(1u, window / 4))) return 0;
   const uint32_t n = std::min(left, room);
   slot.read_end = psn_add(s.psn, n);
   return n;

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
-#include "stack/wire/icrc.h"
 #include "stack/wire/opcode.h"
 #include "stack/wire/psn.h"
 
@@ -528,11 +527,7 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
     uint8_t* payload = begin_frame(b, hdr);
     qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
     build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
-      if (crc) {
-        *crc = wire::crc32_copy(*crc, dst, src, pay);
-      } else if (pay) {
-        std::memcpy(dst, src, pay);
-      }
+      copy_payload(dst, src, pay, crc);
       return true;
     });
     if (e.kind == RespOut::kRead) cc_on_sent(qp, b->len);
