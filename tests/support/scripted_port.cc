@@ -14,8 +14,12 @@ struct Buf {
 uint16_t ScriptedPort::rx_burst(PktBuf* bufs, uint16_t n) {
   uint16_t k = 0;
   while (k < n && !rx_.empty()) {
-    auto* b = new Buf;
     const auto& f = rx_.front();
+    if (f.size() > max_frame_len()) {  // a port drops frames longer than it takes
+      rx_.pop_front();
+      continue;
+    }
+    auto* b = new Buf;
     std::memcpy(b->data, f.data(), f.size());
     bufs[k++] = PktBuf{b, b->data, static_cast<uint32_t>(f.size()), sizeof b->data};
     rx_.pop_front();
@@ -66,7 +70,11 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   if (o.peer_mac_known) engine_->neighbors().add_static(peer_gid, peer_mac);
   const uint32_t pd = engine_->alloc_pd();
   mem_.assign(1 << 20, 0);
-  if (engine_->reg_mr(pd, mem_.data(), mem_.size(), addr(), o.mr_access, &key_)) {
+  if (o.mr_guard * 2 >= mem_.size()) throw std::runtime_error("mr_guard");
+  std::memset(mem_.data(), kGuardByte, o.mr_guard);
+  std::memset(mem_.data() + mem_.size() - o.mr_guard, kGuardByte, o.mr_guard);
+  if (engine_->reg_mr(pd, mem_.data() + o.mr_guard, mem_.size() - 2 * o.mr_guard, addr(o.mr_guard),
+                      o.mr_access, &key_)) {
     throw std::runtime_error("reg_mr");
   }
   int err = 0;

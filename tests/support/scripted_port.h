@@ -65,7 +65,11 @@ class ProtocolHarness {
     bool ipv6 = false;
     uint32_t max_inflight_psns = 256;  // EngineConfig: the go-back-N window
     bool peer_mac_known = true;        // false: the peer's MAC is unresolved until resolve_peer()
+    // Bytes at each end of mem() left out of the MR (filled with kGuardByte by the harness), so
+    // that a test can show nothing was written outside the registered region.
+    uint32_t mr_guard = 0;
   };
+  static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
   ProtocolHarness() : ProtocolHarness(Options{}) {}
 
@@ -76,6 +80,8 @@ class ProtocolHarness {
   uint64_t addr(uint64_t off = 0) const { return reinterpret_cast<uint64_t>(mem_.data()) + off; }
   uint32_t rkey() const { return key_; }
   uint32_t mtu() const { return mtu_bytes(opts_.mtu); }
+  const Options& options() const { return opts_; }
+  size_t mem_size() const { return mem_.size(); }
   VirtualClock& clock() { return clock_; }
   ScriptedPort& port() { return port_; }
   void destroy_engine() { engine_.reset(); }
