@@ -80,6 +80,7 @@ class Program {
     o.timeout = 8;  // 1 ms
     o.min_rnr_timer = 1;
     o.mr_guard = kGuard;
+    o.mem_bytes = kGuard + 128 * 1024 + kGuard;  // small: every program zeroes it
     tame_ = in_.u8() < 160;
     ProtocolHarness h(o);
     h_ = &h;
@@ -326,9 +327,9 @@ class Program {
   void post_send() {
     const WrOpcode opc = kSendOps[in_.u8() % std::size(kSendOps)];
     const bool atomic = opc == WrOpcode::kAtomicCmpAndSwp || opc == WrOpcode::kAtomicFetchAndAdd;
-    uint32_t len = atomic ? 8 : length(h_->mtu() * 3);
-    uint64_t off = kGuard + in_.u16() * 8ull % (mr_len() - (1u << 20) / 2);
-    if (len > (1u << 20) / 2) len %= (1u << 20) / 2;
+    // Inside the region: the first half holds the start, the length is at most half of it.
+    const uint32_t len = atomic ? 8 : length(h_->mtu() * 3) % (mr_len() / 2);
+    const uint64_t off = kGuard + in_.u16() * 8ull % (mr_len() / 2);
     uint8_t flags = static_cast<uint8_t>(in_.u8() & (kSendSignaled | kSendSolicited | kSendFence));
     if (!atomic && opc != WrOpcode::kRdmaRead && len <= 64 && (in_.u8() & 1)) flags |= kSendInline;
     const uint64_t id = next_wr_id_++;
@@ -339,8 +340,8 @@ class Program {
   }
 
   void post_recv() {
-    const uint64_t off = kGuard + in_.u16() * 8ull % (mr_len() - 65536);
-    const uint32_t len = in_.u16();
+    const uint64_t off = kGuard + in_.u16() * 8ull % (mr_len() / 2);
+    const uint32_t len = in_.u16() % (mr_len() / 2);
     const uint64_t id = next_wr_id_++;
     Sge s{h_->addr(off), len, in_.u8() < 240 ? h_->rkey() : in_.u32()};
     if (h_->qp()->post_recv({.wr_id = id, .sg_list = &s, .num_sge = 1}) == 0) posted_.insert(id);

@@ -69,7 +69,7 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   peer_mac_ = peer_mac;
   if (o.peer_mac_known) engine_->neighbors().add_static(peer_gid, peer_mac);
   const uint32_t pd = engine_->alloc_pd();
-  mem_.assign(1 << 20, 0);
+  mem_.assign(o.mem_bytes, 0);
   if (o.mr_guard * 2 >= mem_.size()) throw std::runtime_error("mr_guard");
   std::memset(mem_.data(), kGuardByte, o.mr_guard);
   std::memset(mem_.data() + mem_.size() - o.mr_guard, kGuardByte, o.mr_guard);

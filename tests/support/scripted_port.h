@@ -68,6 +68,7 @@ class ProtocolHarness {
     // Bytes at each end of mem() left out of the MR (filled with kGuardByte by the harness), so
     // that a test can show nothing was written outside the registered region.
     uint32_t mr_guard = 0;
+    uint32_t mem_bytes = 1 << 20;  // size of mem()
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
