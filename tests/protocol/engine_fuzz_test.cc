@@ -26,22 +26,23 @@ TEST(EngineFuzz, SeededRandomProgramsKeepEveryInvariant) {
       "frames sent %lu, completions %lu ok / %lu in error; NAKs sent: %lu sequence, %lu error, "
       "%lu RNR; %lu duplicates, %lu atomics; requester: %lu retransmissions, %lu timeouts, %lu "
       "RNR NAKs, %lu error NAKs, %lu stale responses\n",
-      st.frames_sent, st.completions_ok, st.completions_err, st.seq_naks_sent, st.error_naks_sent,
-      st.rnr_naks_sent, st.duplicate_requests, st.atomics_executed, st.retransmit_events,
-      st.local_ack_timeouts, st.rnr_naks_received, st.error_naks_received, st.dropped_responses);
+      st.frames_sent, st.completions_ok, st.completions_err, st.qp.seq_naks_sent,
+      st.qp.error_naks_sent, st.qp.rnr_naks_sent, st.qp.duplicate_requests, st.qp.atomics_executed,
+      st.qp.retransmit_events, st.qp.local_ack_timeouts, st.qp.rnr_naks_received,
+      st.qp.error_naks_received, st.qp.dropped_responses);
   // The programs reach the states they are meant to (fixed seeds: this is deterministic).
   EXPECT_GT(st.completions_ok, 0u);
   EXPECT_GT(st.completions_err, 0u);
-  EXPECT_GT(st.seq_naks_sent, 0u);
-  EXPECT_GT(st.error_naks_sent, 0u);
-  EXPECT_GT(st.rnr_naks_sent, 0u);
-  EXPECT_GT(st.duplicate_requests, 0u);
-  EXPECT_GT(st.atomics_executed, 0u);
-  EXPECT_GT(st.retransmit_events, 0u);
-  EXPECT_GT(st.local_ack_timeouts, 0u);
-  EXPECT_GT(st.rnr_naks_received, 0u);
-  EXPECT_GT(st.error_naks_received, 0u);
-  EXPECT_GT(st.dropped_responses, 0u);
+  EXPECT_GT(st.qp.seq_naks_sent, 0u);
+  EXPECT_GT(st.qp.error_naks_sent, 0u);
+  EXPECT_GT(st.qp.rnr_naks_sent, 0u);
+  EXPECT_GT(st.qp.duplicate_requests, 0u);
+  EXPECT_GT(st.qp.atomics_executed, 0u);
+  EXPECT_GT(st.qp.retransmit_events, 0u);
+  EXPECT_GT(st.qp.local_ack_timeouts, 0u);
+  EXPECT_GT(st.qp.rnr_naks_received, 0u);
+  EXPECT_GT(st.qp.error_naks_received, 0u);
+  EXPECT_GT(st.qp.dropped_responses, 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "scripted_port.h"
@@ -15,6 +16,21 @@ namespace roce::test {
 namespace {
 
 namespace op = wire::op;
+
+// sum += c, field by field (QpCounters is nothing but uint64_t counters).
+void add_counters(QpCounters& sum, const QpCounters& c) {
+  static_assert(sizeof(QpCounters) % sizeof(uint64_t) == 0 &&
+                std::is_trivially_copyable_v<QpCounters>);
+  constexpr size_t n = sizeof(QpCounters) / sizeof(uint64_t);
+  uint64_t a[n], b[n];
+  std::memcpy(a, &sum, sizeof a);
+  std::memcpy(b, &c, sizeof b);
+  for (size_t i = 0; i < n; ++i) a[i] += b[i];
+  std::memcpy(&sum, a, sizeof a);
+}
+
+// Response packets a READ of `dma` bytes asks for.
+uint32_t read_psns(uint32_t dma, uint32_t mtu) { return std::max(1u, (dma + mtu - 1) / mtu); }
 
 // The program's bytes; reads past the end give zeros (the program then winds down).
 class Bytes {
@@ -89,20 +105,8 @@ class Program {
 
     for (int steps = 0; steps < 400 && !in_.empty() && err_.empty(); ++steps) step();
     if (err_.empty()) drain();
-    if (err_.empty()) check_guards();
-    if (stats_) {
-      const QpCounters& c = h.qp()->counters_;
-      stats_->seq_naks_sent += c.seq_naks_sent;
-      stats_->error_naks_sent += c.error_naks_sent;
-      stats_->rnr_naks_sent += c.rnr_naks_sent;
-      stats_->duplicate_requests += c.duplicate_requests;
-      stats_->atomics_executed += c.atomics_executed;
-      stats_->retransmit_events += c.retransmit_events;
-      stats_->local_ack_timeouts += c.local_ack_timeouts;
-      stats_->rnr_naks_received += c.rnr_naks_received;
-      stats_->error_naks_received += c.error_naks_received;
-      stats_->dropped_responses += c.dropped_responses;
-    }
+    if (err_.empty() && !h.guards_intact()) err_ = "memory outside the registered region changed";
+    if (stats_) add_counters(stats_->qp, h.qp()->counters_);
     if (err_.empty()) {
       h.destroy_engine();
       if (h.port().outstanding() != 0) {
@@ -222,7 +226,7 @@ class Program {
           break;
         case op::kRcReadRequest:
           dma = in_.u16() % (mtu * 8 + 1);
-          psns = std::max(1u, (dma + mtu - 1) / mtu);
+          psns = read_psns(dma, mtu);
           break;
         case op::kRcCmpSwap:
         case op::kRcFetchAdd:
@@ -251,15 +255,11 @@ class Program {
     const uint32_t imm = in_.u32();
     std::memcpy(ext.imm.data.data(), &imm, 4);
     ext.ieth.rkey.set(in_.u32());
-    send({h_->peer_frame(opcode, psn, ext, payload, in_.u8() & 1)});
+    pump(h_->peer_frame(opcode, psn, ext, payload, in_.u8() & 1));
     if (psn != next_peer_psn_) return;
     next_peer_psn_ = (next_peer_psn_ + psns) & 0xFFFFFF;
     if (opcode == op::kRcWriteMiddle) write_left_ -= mtu;
-    const wire::OpcodeInfo& info = wire::opcode_info(opcode);
-    if (info.has(wire::kOpLast) && msg_ != Msg::kNone && opcode != op::kRcWriteFirst &&
-        opcode != op::kRcSendFirst) {
-      msg_ = Msg::kNone;
-    }
+    if (wire::opcode_info(opcode).has(wire::kOpLast)) msg_ = Msg::kNone;  // a LAST or an ONLY
   }
 
   void peer_request() {
@@ -290,11 +290,10 @@ class Program {
     const uint32_t payload =
         info.valid() && info.has(wire::kOpPayload) ? std::min(len, mtu + 1024) : 0;
     const bool ack_req = in_.u8() & 1;
-    send({h_->peer_frame(opcode, psn, ext, payload, ack_req)});
+    pump(h_->peer_frame(opcode, psn, ext, payload, ack_req));
     if (psn == next_peer_psn_) {
-      next_peer_psn_ = (next_peer_psn_ +
-                        (opcode == op::kRcReadRequest ? std::max(1u, (dma + mtu - 1) / mtu) : 1u)) &
-                       0xFFFFFF;
+      next_peer_psn_ =
+          (next_peer_psn_ + (opcode == op::kRcReadRequest ? read_psns(dma, mtu) : 1u)) & 0xFFFFFF;
     }
   }
 
@@ -321,7 +320,7 @@ class Program {
     const uint32_t len = info.valid() && info.has(wire::kOpPayload)
                              ? std::min(length(h_->mtu()), h_->mtu() + 1024)
                              : 0;
-    send({h_->peer_frame(opcode, psn, ext, len, false)});
+    pump(h_->peer_frame(opcode, psn, ext, len, false));
   }
 
   void post_send() {
@@ -377,24 +376,14 @@ class Program {
     }
   }
 
-  void send(std::vector<std::vector<uint8_t>> frames) {
-    for (auto& f : frames) h_->port().inject(std::move(f));
-    pump();
-  }
-
-  // Polls until the engine is idle and checks what it sent.
-  void pump() {
-    for (int i = 0; i < 1000 && h_->engine().poll(); ++i) {
-    }
-    for (auto& f : h_->port().take_sent()) {
+  // Delivers `frame` (if any), polls until the engine is idle, and notes what it sent. The
+  // harness checks that every frame sent parses (it throws otherwise).
+  void pump(std::vector<uint8_t> frame = {}) {
+    std::vector<std::vector<uint8_t>> in;
+    if (!frame.empty()) in.push_back(std::move(frame));
+    for (const Emitted& e : h_->exchange(std::move(in))) {
       if (stats_) ++stats_->frames_sent;
-      wire::PacketInfo info;
-      const wire::ParseError e = wire::parse_frame(f.data(), static_cast<uint32_t>(f.size()), info);
-      if (e != wire::ParseError::kOk) {
-        err_ = "the engine sent a frame that does not parse: " + std::string(wire::to_string(e));
-        return;
-      }
-      if (info.op->flags & wire::kOpRequest) last_req_psn_ = info.psn;
+      if (e.info.op->flags & wire::kOpRequest) last_req_psn_ = e.psn();
     }
   }
 
@@ -416,17 +405,6 @@ class Program {
              std::to_string(q.counters_.rnr_naks_received) + " RNR NAKs, " +
              std::to_string(q.counters_.retransmit_events) + " retransmissions, now " +
              std::to_string(h_->clock().now_ns()) + " ns)";
-    }
-  }
-
-  void check_guards() {
-    const uint8_t* m = h_->mem();
-    const size_t n = h_->mem_size();
-    for (size_t i = 0; i < kGuard; ++i) {
-      if (m[i] != ProtocolHarness::kGuardByte || m[n - 1 - i] != ProtocolHarness::kGuardByte) {
-        err_ = "memory outside the registered region changed";
-        return;
-      }
     }
   }
 

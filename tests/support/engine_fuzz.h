@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string>
 
+#include "stack/core/qp.h"
+
 namespace roce::test {
 
 // What programs did, summed over runs: shows that they reach the states they are meant to.
@@ -24,16 +26,7 @@ struct EngineFuzzStats {
   uint64_t frames_sent = 0;
   uint64_t completions_ok = 0;
   uint64_t completions_err = 0;
-  uint64_t seq_naks_sent = 0;
-  uint64_t error_naks_sent = 0;
-  uint64_t rnr_naks_sent = 0;
-  uint64_t duplicate_requests = 0;
-  uint64_t atomics_executed = 0;
-  uint64_t retransmit_events = 0;
-  uint64_t local_ack_timeouts = 0;
-  uint64_t rnr_naks_received = 0;
-  uint64_t error_naks_received = 0;
-  uint64_t dropped_responses = 0;
+  QpCounters qp{};  // the QP's counters, summed
 };
 
 // Runs one program. Returns "" when every invariant holds, else what broke.

@@ -181,6 +181,14 @@ static std::vector<Emitted> parse_all(std::vector<std::vector<uint8_t>> frames) 
   return out;
 }
 
+bool ProtocolHarness::guards_intact() const {
+  const size_t g = opts_.mr_guard, n = mem_.size();
+  for (size_t i = 0; i < g; ++i) {
+    if (mem_[i] != kGuardByte || mem_[n - 1 - i] != kGuardByte) return false;
+  }
+  return true;
+}
+
 void ProtocolHarness::resolve_peer() {
   engine_->neighbors().learn(peer_gid_, peer_mac_);
   engine_->on_neighbor_resolved(peer_gid_);

@@ -81,8 +81,9 @@ class ProtocolHarness {
   uint64_t addr(uint64_t off = 0) const { return reinterpret_cast<uint64_t>(mem_.data()) + off; }
   uint32_t rkey() const { return key_; }
   uint32_t mtu() const { return mtu_bytes(opts_.mtu); }
-  const Options& options() const { return opts_; }
   size_t mem_size() const { return mem_.size(); }
+  // Whether every guard byte (Options::mr_guard) still holds kGuardByte.
+  bool guards_intact() const;
   VirtualClock& clock() { return clock_; }
   ScriptedPort& port() { return port_; }
   void destroy_engine() { engine_.reset(); }
