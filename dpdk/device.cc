@@ -70,6 +70,7 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   }
   ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;
   ec.ecn_mark = cfg.ecn;
+  ec.port_inflight_psns = cfg.inflight;
   d->engine_ = std::make_unique<Engine>(ec, io, &d->clock_);
   for (const auto& n : cfg.neighbors) d->engine_->neighbors().add_static(n.ip, n.mac);
 

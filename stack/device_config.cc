@@ -212,6 +212,11 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
   } else if (key == "buffers") {
     if (!parse_u64(v, &n) || n < 1024 || n > (1u << 20)) return bad(err, key, v, "1024..1048576");
     c.buffers = static_cast<uint32_t>(n);
+  } else if (key == "inflight") {
+    if (!parse_u64(v, &n) || (n != 0 && n < 16) || n > (1u << 22)) {
+      return bad(err, key, v, "0 (no bound) or PSNs in 16..4194304");
+    }
+    c.inflight = static_cast<uint32_t>(n);
   } else if (key == "eal") {
     std::istringstream ss(v);
     std::string a;

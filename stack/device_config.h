@@ -57,6 +57,9 @@ struct DeviceConfig {
   uint64_t idle_sleep_us = 200;       // longest idle sleep of the engine thread
   uint32_t buffers = 8191;            // mbufs in the port's pool
   std::vector<std::string> eal_args;  // extra EAL arguments
+  // Unacknowledged PSNs the port's RC requesters may have together (EngineConfig::
+  // port_inflight_psns); 0: no bound beyond each QP's window.
+  uint32_t inflight = 512;
 
   // The RoCEv2 GID table this configuration yields (index 0: link-local, 1: first IPv4, ...).
   std::vector<Gid> gid_table(const Mac& mac) const;

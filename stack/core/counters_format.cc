@@ -49,6 +49,7 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "cnps_ignored", c.cnps_ignored);
   add(out, "paced (pacer waits)", c.paced);
   add(out, "farewell_acks", c.farewell_acks);
+  add(out, "port_budget_waits", c.port_budget_waits);
   e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
   return out;
 }

@@ -1,5 +1,6 @@
 // The poll loop, receive dispatch and transmit machinery.
 #include "stack/core/engine.h"
+#include "stack/wire/psn.h"
 
 #include <cstring>
 #include <random>
@@ -133,6 +134,7 @@ void Engine::fire_timer(TimerNode& t) {
     default:
       break;
   }
+  charge_port(*q);
 }
 
 // Responders first (ACKs and READ responses unblock peers), then requesters, round robin, a
@@ -165,28 +167,71 @@ void Engine::run_output() {
   }
 }
 
+namespace {
+// Appends to one of the engine's intrusive FIFO lists of QPs.
+void push_back(Qp*& head, Qp*& tail, Qp& q, Qp* Qp::*next) {
+  q.*next = nullptr;
+  if (tail) {
+    tail->*next = &q;
+  } else {
+    head = &q;
+  }
+  tail = &q;
+}
+}  // namespace
+
 void Engine::schedule_req(Qp& q) {
   if (q.snd_.active) return;
   q.snd_.active = true;
-  q.next_req_ = nullptr;
-  if (req_tail_) {
-    req_tail_->next_req_ = &q;
-  } else {
-    req_head_ = &q;
-  }
-  req_tail_ = &q;
+  push_back(req_head_, req_tail_, q, &Qp::next_req_);
 }
 
 void Engine::schedule_resp(Qp& q) {
   if (q.rcv_.active) return;
   q.rcv_.active = true;
-  q.next_resp_ = nullptr;
-  if (resp_tail_) {
-    resp_tail_->next_resp_ = &q;
-  } else {
-    resp_head_ = &q;
+  push_back(resp_head_, resp_tail_, q, &Qp::next_resp_);
+}
+
+void Engine::charge_port(Qp& q, bool gone) {
+  uint32_t now = 0;
+  const QpState st = q.attr_.qp_state;
+  if (!gone && q.type() == QpType::kRc &&
+      (st == QpState::kRts || st == QpState::kSqd || st == QpState::kSqe)) {
+    const int32_t d = wire::psn_diff(q.snd_.psn, q.snd_.comp_psn);
+    now = d > 0 ? static_cast<uint32_t>(d) : 0;
   }
-  resp_tail_ = &q;
+  const uint32_t before = q.port_charge_;
+  port_inflight_ = port_inflight_ - before + now;
+  port_qps_charged_ += (now != 0) - (before != 0);
+  q.port_charge_ = now;
+  // Room was made: the waiting QPs go to the front of the requester list, oldest first, ahead
+  // of QPs that did not have to wait (which would otherwise take the room every time: waiters
+  // starved into local ACK timeouts).
+  if (now < before && budget_head_ && !port_budget_full()) {
+    Qp* first = nullptr;
+    Qp* last = nullptr;
+    while (Qp* w = budget_head_) {
+      budget_head_ = w->next_budget_;
+      w->next_budget_ = nullptr;
+      w->budget_wait_ = false;
+      if (w->snd_.active) continue;  // already scheduled
+      w->snd_.active = true;
+      push_back(first, last, *w, &Qp::next_req_);
+    }
+    budget_tail_ = nullptr;
+    if (first) {
+      last->next_req_ = req_head_;
+      if (!req_head_) req_tail_ = last;
+      req_head_ = first;
+    }
+  }
+}
+
+void Engine::wait_port_budget(Qp& q) {
+  ++ctr_.port_budget_waits;
+  if (q.budget_wait_) return;
+  q.budget_wait_ = true;
+  push_back(budget_head_, budget_tail_, q, &Qp::next_budget_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,6 +328,7 @@ void Engine::handle_rx(const PktBuf& b) {
     resp_handle(*q, info);
   } else if (st != QpState::kRtr) {
     comp_handle(*q, info);  // responses need a send queue: RTS, SQD, SQE
+    charge_port(*q);
   } else {
     ++ctr_.rx_bad_qp_state;
   }

@@ -12,6 +12,7 @@
 // the engine's thread (EngineRunner) or with the engine not running (simulation, inline mode).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -50,6 +51,12 @@ struct EngineConfig {
   uint16_t burst = 32;
   // Go-back-N window: PSNs a QP may have unacknowledged.
   uint32_t max_inflight_psns = 256;
+  // Port-wide bound on the PSNs all RC requesters together may have unacknowledged (0: none).
+  // Each QP's window fits a receive ring, but several QPs' windows together do not: 64 QPs
+  // writing over net_af_packet (a 512-frame ring) lost 28 % of their frames and sat out
+  // thousands of local ACK timeouts. A READ request counts all its response PSNs (its pieces
+  // shrink to the room left). Above max_inflight_psns it binds only several QPs together.
+  uint32_t port_inflight_psns = 512;
   // The requester asks for an ACK at least every this many packets (and on every last packet).
   uint32_t ack_req_every = 64;
   bool verify_icrc = true;
@@ -86,9 +93,10 @@ struct EngineCounters {
   uint64_t rx_ce = 0;          // CE-marked RoCE packets received
   uint64_t cnps_sent = 0;
   uint64_t cnps_received = 0;
-  uint64_t cnps_ignored = 0;   // for unknown QPs or QPs without DCQCN
-  uint64_t paced = 0;          // times a QP waited for its pacer
-  uint64_t farewell_acks = 0;  // re-sent last ACKs of destroyed RC QPs
+  uint64_t cnps_ignored = 0;       // for unknown QPs or QPs without DCQCN
+  uint64_t paced = 0;              // times a QP waited for its pacer
+  uint64_t farewell_acks = 0;      // re-sent last ACKs of destroyed RC QPs
+  uint64_t port_budget_waits = 0;  // times a requester waited for the port's in-flight budget
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -123,6 +131,8 @@ class Engine {
 
   const EngineConfig& config() const { return cfg_; }
   const EngineCounters& counters() const { return ctr_; }
+  // Unacknowledged PSNs of the port's RC requesters (what port_inflight_psns bounds).
+  uint32_t port_inflight() const { return port_inflight_; }
   DoorbellSet& doorbells() { return doorbells_; }
   Mtu active_mtu() const { return active_mtu_; }
   NeighborTable& neighbors() { return neighbors_; }
@@ -234,6 +244,23 @@ class Engine {
   void schedule_req(Qp& qp);
   void schedule_resp(Qp& qp);
   void run_output();
+  // The port's in-flight budget. charge_port brings the QP's share of port_inflight_ up to
+  // date (its unacknowledged PSNs; none unless it can send); every way into a QP's requester
+  // state ends with it: the requester, responses, timers, state changes and destroy.
+  bool port_budget_full() const {
+    return cfg_.port_inflight_psns != 0 && port_inflight_ >= cfg_.port_inflight_psns;
+  }
+  void charge_port(Qp& qp, bool gone = false);
+  void wait_port_budget(Qp& qp);
+  // Packets between AckReqs. Only an ACK makes room in the budget, and a responder answers
+  // only packets that ask (AckReq): with every QP's share of the budget sent without asking, the
+  // port would wait for the local ACK timeout. So each QP asks at least every half of its share
+  // (at most every ack_req_every packets, as without the budget).
+  uint32_t ack_req_interval() const {
+    if (cfg_.port_inflight_psns == 0) return cfg_.ack_req_every;
+    const uint32_t share = cfg_.port_inflight_psns / (2 * std::max(1u, port_qps_charged_));
+    return std::clamp(share, 1u, cfg_.ack_req_every);
+  }
   void push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp);
   void raise_event(AsyncEventType t, uint32_t id);
 
@@ -320,6 +347,11 @@ class Engine {
   Qp* req_tail_ = nullptr;
   Qp* resp_head_ = nullptr;
   Qp* resp_tail_ = nullptr;
+  // The port's in-flight budget: PSNs counted, and the QPs waiting for room (FIFO).
+  uint32_t port_inflight_ = 0;
+  uint32_t port_qps_charged_ = 0;  // QPs with unacknowledged PSNs
+  Qp* budget_head_ = nullptr;
+  Qp* budget_tail_ = nullptr;
 
   // tx buffers.
   static constexpr uint32_t kTxqCap = 256;

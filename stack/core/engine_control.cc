@@ -316,6 +316,8 @@ int Engine::destroy_qp(Qp* qp) {
   timers_.cancel(qp->cc_.timer);
   if (qp->snd_.active) unlink_from(req_head_, req_tail_, qp, &Qp::next_req_);
   if (qp->rcv_.active) unlink_from(resp_head_, resp_tail_, qp, &Qp::next_resp_);
+  if (qp->budget_wait_) unlink_from(budget_head_, budget_tail_, qp, &Qp::next_budget_);
+  charge_port(*qp, /*gone=*/true);
   --pd_users_[qp->init_.pd];
   qps_[qp->qpn()].reset();
   return 0;
@@ -459,6 +461,7 @@ void Engine::set_state(Qp& qp, QpState s) {
   qp.attr_.qp_state = s;
   qp.attr_.cur_qp_state = s;
   qp.state_shadow_.store(s, std::memory_order_release);
+  charge_port(qp);
 }
 
 void Engine::reset_qp_state(Qp& qp) {

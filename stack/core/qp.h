@@ -199,6 +199,13 @@ class Qp {
   // Intrusive links for the engine's schedule lists.
   Qp* next_req_ = nullptr;
   Qp* next_resp_ = nullptr;
+
+  // The port's in-flight budget (EngineConfig::port_inflight_psns): the unacknowledged PSNs this
+  // QP counts in the engine's total, and its place among the QPs waiting for room. Kept outside
+  // snd_, which a reset clears, so that nothing the engine counted is lost.
+  uint32_t port_charge_ = 0;
+  bool budget_wait_ = false;
+  Qp* next_budget_ = nullptr;
 };
 
 }  // namespace roce

@@ -144,6 +144,11 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
     if (static_cast<uint32_t>(psn_diff(qp.snd_.psn, qp.snd_.comp_psn)) >= cfg_.max_inflight_psns) {
       return false;
     }
+    // The port's budget, shared by its QPs: wait for an answer to any of them.
+    if (port_budget_full()) {
+      wait_port_budget(qp);
+      return false;
+    }
     SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
     SendSlot& slot = qp.slots_[qp.snd_.send & (qp.sq_.capacity() - 1)];
     if (slot.error != WcStatus::kSuccess) return false;  // the completer reports it in order
@@ -163,7 +168,9 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
         }
       }
     }
-    if (!req_send_packet(qp, w, slot)) return false;
+    const bool ok = req_send_packet(qp, w, slot);
+    charge_port(qp);
+    if (!ok) return false;
     ++sent;
   }
   return qp.snd_.send != qp.snd_.tail;
@@ -226,8 +233,8 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
       if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
       if (oi.has_ext(wire::Ext::kIeth)) ext.ieth.rkey.set(w.imm_data);
       solicited = last && (w.flags & kSendSolicited);
-      // AckReq on the last packet of every message, and every ack_req_every packets.
-      bth.ack_req = last || ++s.noack_pkts >= cfg_.ack_req_every;
+      // AckReq on the last packet of every message, and every ack_req_interval() packets.
+      bth.ack_req = last || ++s.noack_pkts >= ack_req_interval();
       break;
     }
   }
@@ -283,7 +290,13 @@ uint32_t Engine::read_request_psns(Qp& qp, const SendWqe& w, SendSlot& slot) {
   const uint32_t left = packets_for(w.length - s.offset, qp.mtu_);
   const uint32_t room = window - inflight;
   if (room < std::min(left, std::max(1u, window / 4))) return 0;
-  const uint32_t n = std::min(left, room);
+  // And within the port's budget (req_step saw room for one PSN at least): a smaller piece
+  // rather than a wait, which the QPs asking a PSN at a time could make endless.
+  const uint32_t port_room = cfg_.port_inflight_psns == 0 ? room
+                             : port_inflight_ >= cfg_.port_inflight_psns
+                                 ? 1
+                                 : cfg_.port_inflight_psns - port_inflight_;
+  const uint32_t n = std::min({left, room, port_room});
   slot.read_end = psn_add(s.psn, n);
   return n;
 }

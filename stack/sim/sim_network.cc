@@ -200,8 +200,14 @@ bool SimNetwork::deliver_due() {
       }
       case EventKind::kAtHost: {
         SimPort& p = *ports_[static_cast<size_t>(ev.port)];
+        if (p.rx_ring_ != 0 && p.rx_.size() >= p.rx_ring_) {
+          ++p.stats_.dropped_rx_ring;
+          put_buffer(ev.buf);
+          break;
+        }
         ++p.stats_.rx_frames;
         p.rx_.push_back(ev.buf);
+        p.stats_.max_rx_frames = std::max<uint64_t>(p.stats_.max_rx_frames, p.rx_.size());
         break;
       }
     }
@@ -225,7 +231,8 @@ bool SimNetwork::run_until(const std::function<bool()>& done, uint64_t deadline_
       if (a.next_time) next = std::min(next, a.next_time());
     }
     if (next == kNever) return done();
-    clock_.set(std::max(next, clock_.now_ns() + 1));
+    // Never past the deadline: what is due later has not happened when this returns.
+    clock_.set(std::max(std::min(next, deadline_ns + 1), clock_.now_ns() + 1));
   }
   return true;
 }

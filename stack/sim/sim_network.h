@@ -63,6 +63,8 @@ struct PortStats {
   uint64_t ecn_marked = 0;     // CE marks on frames towards this port
   uint64_t max_queue_bytes = 0;
   uint64_t tx_ring_full = 0;
+  uint64_t dropped_rx_ring = 0;  // arrived while the host's receive ring was full
+  uint64_t max_rx_frames = 0;    // most frames waiting in the receive ring at once
 };
 
 class SimNetwork;
@@ -79,6 +81,9 @@ class SimPort final : public PacketIo {
   int index() const { return index_; }
   PortStats& stats() { return stats_; }
   LinkConfig& uplink() { return uplink_; }
+  // Frames the host's receive ring holds (0: unbounded). What arrives while it is full is
+  // dropped, as a NIC's or an af_packet ring drops it.
+  void set_rx_ring(uint32_t frames) { rx_ring_ = frames; }
   EgressConfig& egress() { return egress_; }
   // Bytes queued at the switch towards this port right now.
   uint64_t queue_bytes() const;
@@ -100,6 +105,7 @@ class SimPort final : public PacketIo {
   uint64_t egress_free_ns_ = 0;          // when the switch egress towards this port is idle
   uint32_t tx_ring_ = 256;               // frames the host's uplink queue holds
   uint32_t tx_in_flight_ = 0;            // frames accepted but not yet serialised
+  uint32_t rx_ring_ = 0;                 // frames the host's receive ring holds (0: unbounded)
 };
 
 class SimNetwork {
@@ -128,7 +134,7 @@ class SimNetwork {
   void add_actor(Actor a) { actors_.push_back(std::move(a)); }
 
   // Runs until done() holds (true) or the virtual time passes deadline_ns (false). Time jumps
-  // to the next event whenever every actor is idle.
+  // to the next event whenever every actor is idle, but not past deadline_ns + 1.
   bool run_until(const std::function<bool()>& done, uint64_t deadline_ns);
   uint64_t now() const { return clock_.now_ns(); }
   uint64_t events_pending() const { return events_.size(); }

@@ -56,6 +56,8 @@ expect 2 "--sizes: size: 'x'" write_bw --sizes 1,x
 expect 2 "no device configured" write_bw
 expect 2 "--device: unknown setting 'colour'" write_bw --device "colour=blue"
 expect 2 "--device: mtu: '99999'" write_bw --device "port=x; ipv4=10.0.0.1; mtu=99999"
+expect 2 "--device: inflight: '8' is not 0 \\(no bound\\) or PSNs in 16..4194304" write_bw \
+  --device "port=x; ipv4=10.0.0.1; inflight=8"
 expect 2 "no address given" write_bw --device "port=net_null0"
 expect 2 "ib-dev: no device 'mlx5_0' configured" write_bw -d mlx5_0 --config /dev/null
 expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf

@@ -12,6 +12,7 @@ SimHost::SimHost(sim::SimNetwork& net, uint8_t id, const HostOptions& o) : id_(i
   cfg.max_mtu = o.max_mtu;
   cfg.seed = 1000 + id;
   cfg.max_inflight_psns = o.max_inflight_psns;
+  cfg.port_inflight_psns = o.port_inflight_psns;
   engine_ = std::make_unique<Engine>(cfg, port_, &net.clock());
   mem_.resize(o.mem_bytes);
   pd_ = engine_->alloc_pd();

@@ -24,6 +24,7 @@ struct HostOptions {
   uint32_t max_frame = 4352;
   uint64_t mem_bytes = 4u << 20;
   uint32_t max_inflight_psns = 256;
+  uint32_t port_inflight_psns = EngineConfig{}.port_inflight_psns;
 };
 
 // One host: its port, its engine, a PD, one big MR (local + remote access) and a CQ.
