@@ -34,7 +34,7 @@ std::unique_ptr<NativeTransport> NativeTransport::open(const DeviceConfig& cfg, 
 
 NativeTransport::~NativeTransport() { close(); }
 
-void NativeTransport::close() {
+void NativeTransport::quiesce() {
   if (!dev_) return;
   dev_->runner().run([this] {
     Engine& e = dev_->engine();
@@ -48,7 +48,12 @@ void NativeTransport::close() {
   mr_keys_.clear();
   send_cq_ = recv_cq_ = nullptr;
   have_pd_ = false;
-  dev_.reset();  // stops the engine, flushes the capture, stops the port
+  dev_->runner().stop();  // the engine thread, if any: nothing polls the port any more
+}
+
+void NativeTransport::close() {
+  quiesce();
+  dev_.reset();  // flushes the capture, stops the port
 }
 
 bool NativeTransport::create_qps(const QpSetup& s, std::string* err) {

@@ -43,6 +43,7 @@ class NativeTransport final : public Transport {
   bool wait_link(double timeout_s, std::string* err) override;
 
   std::string counters_text() override;
+  void quiesce() override;
   void close() override;
 
  private:

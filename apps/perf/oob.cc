@@ -407,8 +407,27 @@ bool OobChannel::close_connection(const KeyMessage& mine, std::string* err) {
   // perftest writes "done" and closes without reading: the peer may be gone already.
   static const char kDone[] = "done";
   (void)send(fd_, kDone, sizeof kDone, MSG_NOSIGNAL);
-  close();
   return true;
+}
+
+void OobChannel::finish(double timeout_s) {
+  if (fd_ < 0) return;
+  ::shutdown(fd_, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  char buf[64];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) break;
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);  // "done", then the end of the stream
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;
+  }
+  close();
 }
 
 }  // namespace roce::perf

@@ -89,8 +89,16 @@ class OobChannel {
   // check_mtu: the IB MTU enum as "%d" in 2 bytes; returns min(local, valid remote).
   bool exchange_mtu(Mtu local, Mtu* chosen, std::string* err);
   bool exchange_bw_reports(const BwReport& mine, BwReport* theirs, std::string* err);
-  // ctx_close_connection: a last hand shake, then "done" and close.
+  // ctx_close_connection: a last hand shake, then "done". The connection stays open for
+  // finish().
   bool close_connection(const KeyMessage& mine, std::string* err);
+  // The end of a run, once this process no longer touches the link (Transport::quiesce):
+  // closes our half of the connection, which tells the peer so, and waits up to timeout_s for
+  // the peer's half to close (roce-perf closes it at the same point; perftest right after
+  // "done"), then closes. So neither side stops its port while the other still polls it: when a
+  // net_memif port stops, DPDK's memif_disconnect unmaps the shared rings on the peer's
+  // interrupt thread, under whatever rx_burst / tx_burst the peer is in.
+  void finish(double timeout_s);
   void close();
 
  private:

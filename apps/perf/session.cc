@@ -18,6 +18,10 @@ bool is_v4_mapped(const Gid& g) {
 }
 
 void progress_hook(void* ctx) { static_cast<Transport*>(ctx)->progress(); }
+
+// How long the end of a run waits for the peer to be done with the link (OobChannel::finish):
+// a peer that neither closes nor answers only delays our exit by this much.
+constexpr double kFinishTimeoutS = 3.0;
 }  // namespace
 
 bool PerfTest::fail(const std::string& why, int code) {
@@ -57,7 +61,9 @@ int PerfTest::run() {
     std::fflush(stdout);
   }
   if (o_.duration_mode) linger();
-  oob_.close();
+  // Neither side stops its port before both are done with the link (OobChannel::finish).
+  t_.quiesce();
+  oob_.finish(kFinishTimeoutS);
   t_.close();  // before our buffers go: nothing may still land in them
   if (!ok) {
     std::fprintf(stderr, "roce-perf: %s\n", error_.c_str());

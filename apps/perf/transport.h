@@ -124,7 +124,10 @@ class Transport {
 
   // Counters of the device and its QPs, as text (--counters).
   virtual std::string counters_text() = 0;
-  // Releases QPs, CQs and MRs and closes the device (flushes a capture file).
+  // Releases QPs, CQs and MRs and stops driving the engine where the transport can (the native
+  // one: nothing of this process touches the port's rings afterwards); the port stays up.
+  virtual void quiesce() = 0;
+  // quiesce(), then closes the device (stops the port, flushes a capture file).
   virtual void close() = 0;
 };
 

@@ -117,7 +117,8 @@ bool VerbsTransport::alloc_pd(std::string* err) {
   return true;
 }
 
-void VerbsTransport::close() {
+// The shim's engine keeps running until the device closes: verbs has no call that stops it.
+void VerbsTransport::quiesce() {
   if (!ctx_) return;
   for (ibv_qp* q : qps_) ibv_destroy_qp(q);
   for (ibv_mr* m : mrs_) ibv_dereg_mr(m);
@@ -128,6 +129,11 @@ void VerbsTransport::close() {
   mrs_.clear();
   send_cq_ = recv_cq_ = nullptr;
   pd_ = nullptr;
+}
+
+void VerbsTransport::close() {
+  if (!ctx_) return;
+  quiesce();
   ibv_close_device(ctx_);  // the last context stops the instance (engine, port, capture)
   ctx_ = nullptr;
 }

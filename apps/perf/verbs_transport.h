@@ -41,6 +41,7 @@ class VerbsTransport final : public Transport {
   bool inline_engine() const override { return inline_; }
 
   std::string counters_text() override;
+  void quiesce() override;
   void close() override;
 
  private:

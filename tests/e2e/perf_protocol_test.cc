@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -110,6 +111,16 @@ class RawPeer {
   void write(const std::string& s) {
     ASSERT_EQ(send(fd_, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
   }
+  void close_write() { shutdown(fd_, SHUT_WR); }
+  // Connects roce-perf's client `c` to this peer.
+  bool connect_client(OobChannel& c) {
+    std::string err;
+    std::thread t([&] { accept_now(); });
+    const bool ok = c.connect_to("127.0.0.1", port_, 5, &err);
+    t.join();
+    EXPECT_TRUE(ok) << err;
+    return ok;
+  }
 
  private:
   int ls_ = -1, fd_ = -1, port_ = 0;
@@ -118,10 +129,8 @@ class RawPeer {
 TEST(Oob, ClientPutsPerftestsBytesOnTheWire) {
   RawPeer peer;
   OobChannel c;
+  ASSERT_TRUE(peer.connect_client(c));
   std::string err;
-  std::thread t([&] { peer.accept_now(); });
-  ASSERT_TRUE(c.connect_to("127.0.0.1", peer.port(), 5, &err)) << err;
-  t.join();
   // exchange_versions: the client writes its 16 bytes first, then reads the server's.
   VersionInfo theirs;
   std::thread s1([&] {
@@ -193,6 +202,47 @@ TEST(Oob, ClientPutsPerftestsBytesOnTheWire) {
   });
   ASSERT_TRUE(c.close_connection(sample_key(), &err));
   s6.join();
+}
+
+// The end of a run: OobChannel::finish closes our half and returns once the peer's half
+// closes (it is done with the link too), or after its timeout.
+TEST(Oob, FinishWaitsForThePeerToBeDoneWithTheLink) {
+  using Clock = std::chrono::steady_clock;
+  const auto secs = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  for (const char* peer_kind : {"perftest", "roce-perf", "silent"}) {
+    SCOPED_TRACE(peer_kind);
+    RawPeer peer;
+    OobChannel c;
+    ASSERT_TRUE(peer.connect_client(c));
+    std::thread p([&] {
+      const std::string k(peer_kind);
+      if (k == "perftest") {
+        peer.write(std::string("done\0", 5));
+        peer.close_write();  // perftest closes right after "done"
+      } else if (k == "roce-perf") {
+        peer.write(std::string("done\0", 5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));  // still using the link
+        peer.close_write();
+      }
+      // Either way our half closes: the peer reads the end of the stream.
+      EXPECT_EQ(peer.read_n(1), "");
+    });
+    const auto t0 = Clock::now();
+    c.finish(/*timeout_s=*/3.0);
+    const double took = secs(t0);
+    p.join();
+    if (std::string(peer_kind) == "perftest") {
+      EXPECT_LT(took, 1.0);  // (not the timeout)
+    } else if (std::string(peer_kind) == "roce-perf") {
+      EXPECT_GE(took, 0.35);
+      EXPECT_LT(took, 2.0);
+    } else {
+      EXPECT_GE(took, 2.9);  // a peer that never closes costs the timeout, no more
+      EXPECT_LT(took, 5.0);
+    }
+  }
 }
 
 TEST(Oob, ServerReadsFirstAndTimesOut) {
