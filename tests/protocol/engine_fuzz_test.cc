@@ -43,6 +43,19 @@ TEST(EngineFuzz, SeededRandomProgramsKeepEveryInvariant) {
   EXPECT_GT(st.qp.rnr_naks_received, 0u);
   EXPECT_GT(st.qp.error_naks_received, 0u);
   EXPECT_GT(st.qp.dropped_responses, 0u);
+  // UC and UD QPs take requests too, and refuse what is not theirs.
+  std::printf(
+      "programs RC/UC/UD %lu/%lu/%lu, requests taken %lu/%lu/%lu; UD: %lu Q_Key mismatches, "
+      "%lu too long; %lu of the wrong transport\n",
+      st.programs[0], st.programs[1], st.programs[2], st.rx_packets[0], st.rx_packets[1],
+      st.rx_packets[2], st.ud_qkey_mismatch, st.ud_too_long, st.rx_wrong_transport);
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_GT(st.programs[t], 100u) << t;
+    EXPECT_GT(st.rx_packets[t], 0u) << t;
+  }
+  EXPECT_GT(st.ud_qkey_mismatch, 0u);
+  EXPECT_GT(st.ud_too_long, 0u);
+  EXPECT_GT(st.rx_wrong_transport, 0u);
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ constexpr uint8_t kRequests[] = {
     op::kRcReadRequest, op::kRcCmpSwap,      op::kRcFetchAdd,   op::kRcSendLastInv,
     op::kRcSendOnlyInv,
 };
+constexpr uint8_t kUdRequests[] = {op::kUdSendOnly, op::kUdSendOnlyImm};
 constexpr uint8_t kResponses[] = {
     op::kRcAck,
     op::kRcAck,
@@ -98,6 +99,12 @@ class Program {
     o.mr_guard = kGuard;
     o.mem_bytes = kGuard + 128 * 1024 + kGuard;  // small: every program zeroes it
     tame_ = in_.u8() < 160;
+    const uint8_t kind = in_.u8();
+    type_ = kind < 170 ? 0 : kind < 213 ? 1 : 2;
+    constexpr QpType kTypes[] = {QpType::kRc, QpType::kUc, QpType::kUd};
+    o.qp_type = kTypes[type_];
+    if (type_ != 0) tame_ = false;  // the tame peer speaks RC
+    qkey_ = o.qkey;
     ProtocolHarness h(o);
     h_ = &h;
     next_peer_psn_ = ProtocolHarness::kPeerPsn;
@@ -106,7 +113,15 @@ class Program {
     for (int steps = 0; steps < 400 && !in_.empty() && err_.empty(); ++steps) step();
     if (err_.empty()) drain();
     if (err_.empty() && !h.guards_intact()) err_ = "memory outside the registered region changed";
-    if (stats_) add_counters(stats_->qp, h.qp()->counters_);
+    if (stats_) {
+      add_counters(stats_->qp, h.qp()->counters_);
+      ++stats_->programs[type_];
+      stats_->rx_packets[type_] += h.qp()->counters_.rx_packets;
+      const EngineCounters& ec = h.engine().counters();
+      stats_->ud_qkey_mismatch += ec.ud_qkey_mismatch;
+      stats_->ud_too_long += ec.ud_too_long;
+      stats_->rx_wrong_transport += ec.rx_wrong_transport;
+    }
     if (err_.empty()) {
       h.destroy_engine();
       if (h.port().outstanding() != 0) {
@@ -268,10 +283,15 @@ class Program {
       return;
     }
     const uint8_t pick = in_.u8();
-    const uint8_t opcode = pick < 240 ? kRequests[pick % std::size(kRequests)] : in_.u8();
+    uint8_t opcode = kRequests[pick % std::size(kRequests)];
+    if (type_ == 1) opcode = static_cast<uint8_t>(op::kUcBase + pick % 12);  // the UC requests
+    if (type_ == 2) opcode = kUdRequests[pick % std::size(kUdRequests)];
+    if (pick >= 240) opcode = in_.u8();
     const uint32_t mtu = h_->mtu();
     const uint32_t psn = near(next_peer_psn_);
     wire::ExtHeaders ext;
+    ext.deth.qkey.set(in_.u8() < 200 ? qkey_ : in_.u32());
+    ext.deth.src_qp.set(in_.u32() & 0xFFFFFF);
     const uint32_t len = length(mtu);
     const uint32_t dma = (opcode == op::kRcReadRequest || in_.u8() < 64) ? length(mtu * 4) : len;
     const uint64_t va = remote_va(dma);
@@ -413,6 +433,8 @@ class Program {
   Bytes in_;
   EngineFuzzStats* stats_;
   bool tame_ = false;
+  unsigned type_ = 0;        // the QP's: 0 RC, 1 UC, 2 UD
+  uint32_t qkey_ = 0;        // a UD QP's Q_Key
   Msg msg_ = Msg::kNone;     // a tame peer's message in progress
   uint32_t write_left_ = 0;  // bytes its WRITE still has to send
   ProtocolHarness* h_ = nullptr;

@@ -80,17 +80,22 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   int err = 0;
   cq_ = engine_->create_cq(4096, &err);
   QpInitAttr init;
+  init.type = o.qp_type;
   init.pd = pd;
   init.send_cq = init.recv_cq = cq_;
   init.cap.max_send_wr = init.cap.max_recv_wr = 64;
   init.cap.max_send_sge = init.cap.max_recv_sge = 4;
   init.cap.max_inline_data = 64;
   qp_ = engine_->create_qp(init, &err);
+  const bool rc = o.qp_type == QpType::kRc;
+  const bool ud = o.qp_type == QpType::kUd;
   QpAttr a;
   a.qp_state = QpState::kInit;
-  a.qp_access_flags = o.qp_access;
+  a.qp_access_flags = o.qp_access & (rc ? ~0u : kAccessRemoteWrite);
   a.port_num = 1;
-  if (engine_->modify_qp(qp_, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) {
+  a.qkey = o.qkey;
+  if (engine_->modify_qp(qp_, a,
+                         kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags))) {
     throw std::runtime_error("INIT");
   }
   a = QpAttr{};
@@ -102,11 +107,11 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   a.min_rnr_timer = o.min_rnr_timer;
   a.ah_attr.dgid = peer_gid;
   a.ah_attr.sgid_index = o.ipv6 ? 0 : 1;
-  if (engine_->modify_qp(qp_, a,
-                         kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                             kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
-    throw std::runtime_error("RTR");
-  }
+  const uint32_t rtr = ud   ? kQpState
+                       : rc ? kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                  kQpMaxDestRdAtomic | kQpMinRnrTimer
+                            : kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+  if (engine_->modify_qp(qp_, a, rtr)) throw std::runtime_error("RTR");
   a = QpAttr{};
   a.qp_state = QpState::kRts;
   a.sq_psn = kLocalPsn;
@@ -114,11 +119,10 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   a.retry_cnt = o.retry_cnt;
   a.rnr_retry = o.rnr_retry;
   a.max_rd_atomic = o.max_rd_atomic;
-  if (engine_->modify_qp(
-          qp_, a,
-          kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic)) {
-    throw std::runtime_error("RTS");
-  }
+  const uint32_t rts =
+      rc ? kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic
+         : kQpState | kQpSqPsn;
+  if (engine_->modify_qp(qp_, a, rts)) throw std::runtime_error("RTS");
   peer_path_.src_mac = peer_mac;
   peer_path_.dst_mac = cfg.mac;
   peer_path_.family = o.ipv6 ? wire::IpFamily::kIpv6 : wire::IpFamily::kIpv4;

@@ -69,6 +69,10 @@ class ProtocolHarness {
     // that a test can show nothing was written outside the registered region.
     uint32_t mr_guard = 0;
     uint32_t mem_bytes = 1 << 20;  // size of mem()
+    // The QP's transport. UC and UD QPs are set up with what their transitions require (IBA
+    // table 91); a UD QP takes datagrams with Q_Key `qkey` from anyone.
+    QpType qp_type = QpType::kRc;
+    uint32_t qkey = 0x11223344;
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
