@@ -255,7 +255,8 @@ class Engine {
   // Packets between AckReqs. Only an ACK makes room in the budget, and a responder answers
   // only packets that ask (AckReq): with every QP's share of the budget sent without asking, the
   // port would wait for the local ACK timeout. So each QP asks at least every half of its share
-  // (at most every ack_req_every packets, as without the budget).
+  // (at most every ack_req_every packets, as without the budget), and the packet that fills the
+  // budget always asks (req_send_packet).
   uint32_t ack_req_interval() const {
     if (cfg_.port_inflight_psns == 0) return cfg_.ack_req_every;
     const uint32_t share = cfg_.port_inflight_psns / (2 * std::max(1u, port_qps_charged_));

@@ -233,8 +233,11 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
       if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
       if (oi.has_ext(wire::Ext::kIeth)) ext.ieth.rkey.set(w.imm_data);
       solicited = last && (w.flags & kSendSolicited);
-      // AckReq on the last packet of every message, and every ack_req_interval() packets.
-      bth.ack_req = last || ++s.noack_pkts >= ack_req_interval();
+      // AckReq on the last packet of every message, every ack_req_interval() packets, and on
+      // the packet that fills the port's budget: then at least one packet in the full budget
+      // is answered, whatever the intervals were when the others left.
+      bth.ack_req = last || ++s.noack_pkts >= ack_req_interval() ||
+                    (cfg_.port_inflight_psns != 0 && port_inflight_ + 1 >= cfg_.port_inflight_psns);
       break;
     }
   }
