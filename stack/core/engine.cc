@@ -1,12 +1,12 @@
 // The poll loop, receive dispatch and transmit machinery.
 #include "stack/core/engine.h"
-#include "stack/wire/psn.h"
 
 #include <cstring>
 #include <random>
 
 #include "stack/wire/icrc.h"
 #include "stack/wire/opcode.h"
+#include "stack/wire/psn.h"
 
 namespace roce {
 

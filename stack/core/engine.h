@@ -247,9 +247,12 @@ class Engine {
   // The port's in-flight budget. charge_port brings the QP's share of port_inflight_ up to
   // date (its unacknowledged PSNs; none unless it can send); every way into a QP's requester
   // state ends with it: the requester, responses, timers, state changes and destroy.
-  bool port_budget_full() const {
-    return cfg_.port_inflight_psns != 0 && port_inflight_ >= cfg_.port_inflight_psns;
+  // PSNs the budget has left (UINT32_MAX without one).
+  uint32_t port_room() const {
+    if (cfg_.port_inflight_psns == 0) return UINT32_MAX;
+    return port_inflight_ >= cfg_.port_inflight_psns ? 0 : cfg_.port_inflight_psns - port_inflight_;
   }
+  bool port_budget_full() const { return port_room() == 0; }
   void charge_port(Qp& qp, bool gone = false);
   void wait_port_budget(Qp& qp);
   // Packets between AckReqs. Only an ACK makes room in the budget, and a responder answers

@@ -236,8 +236,7 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
       // AckReq on the last packet of every message, every ack_req_interval() packets, and on
       // the packet that fills the port's budget: then at least one packet in the full budget
       // is answered, whatever the intervals were when the others left.
-      bth.ack_req = last || ++s.noack_pkts >= ack_req_interval() ||
-                    (cfg_.port_inflight_psns != 0 && port_inflight_ + 1 >= cfg_.port_inflight_psns);
+      bth.ack_req = last || ++s.noack_pkts >= ack_req_interval() || port_room() <= 1;
       break;
     }
   }
@@ -295,11 +294,7 @@ uint32_t Engine::read_request_psns(Qp& qp, const SendWqe& w, SendSlot& slot) {
   if (room < std::min(left, std::max(1u, window / 4))) return 0;
   // And within the port's budget (req_step saw room for one PSN at least): a smaller piece
   // rather than a wait, which the QPs asking a PSN at a time could make endless.
-  const uint32_t port_room = cfg_.port_inflight_psns == 0 ? room
-                             : port_inflight_ >= cfg_.port_inflight_psns
-                                 ? 1
-                                 : cfg_.port_inflight_psns - port_inflight_;
-  const uint32_t n = std::min({left, room, port_room});
+  const uint32_t n = std::min({left, room, std::max(1u, port_room())});
   slot.read_end = psn_add(s.psn, n);
   return n;
 }
