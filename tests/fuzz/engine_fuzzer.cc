@@ -1,5 +1,6 @@
-// libFuzzer target for the engine: the input is a program for one RC QP and its imaginary peer
-// (tests/support/engine_fuzz.h). Any broken invariant aborts with a line saying which.
+// libFuzzer target for the engine: the input is a program for one QP (RC, UC or UD) and its
+// imaginary peer (tests/support/engine_fuzz.h). Any broken invariant aborts with a line saying
+// which.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
