@@ -113,19 +113,28 @@ uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
 
 bool Device::link_up() const { return port_->link_up(); }
 
-void Device::ready_link() {
-  if (!link_ready_.exchange(true)) port_->prefault_shared_memory();
+bool Device::ready_link() {
+  uint8_t expected = kLinkNotReady;
+  if (link_ready_.compare_exchange_strong(expected, kLinkPrefaulting)) {
+    port_->prefault_shared_memory();
+    // Unless the link went down meanwhile (tick() reset the state: prefault again next time).
+    expected = kLinkPrefaulting;
+    link_ready_.compare_exchange_strong(expected, kLinkReady);
+  }
+  return link_ready_.load() == kLinkReady;
 }
 
 bool Device::wait_link_up(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!port_->link_up()) {
+  // Up, and for a memif port its shared memory populated, by this thread or by the engine
+  // thread (which may have started first: then wait for it to finish, so that what the caller
+  // measures next takes no page faults).
+  while (!port_->link_up() || (port_->shares_peer_memory() && !ready_link())) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     // Sleep rather than spin: a net_memif link comes up through control messages that the
     // process's interrupt thread handles, maybe on this core.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (port_->shares_peer_memory()) ready_link();
   return true;
 }
 
@@ -151,7 +160,7 @@ uint64_t Device::tick(void* ctx, uint64_t now_ns) {
     if (d->port_->link_up()) {
       d->ready_link();
     } else {
-      d->link_ready_.store(false, std::memory_order_relaxed);
+      d->link_ready_.store(kLinkNotReady);
     }
   }
   // Look at new resolution requests (QPs that just went to RTR) at least every millisecond.

@@ -59,7 +59,9 @@ class Device {
   static bool send_frame(void* ctx, const uint8_t* frame, uint32_t len);
   static void on_resolved(void* ctx, const Gid& ip);
   static uint64_t tick(void* ctx, uint64_t now_ns);
-  void ready_link();
+  // Populates a memif link's shared memory once per link-up, on whichever thread comes first;
+  // true once that is done (false while the other thread is still at it).
+  bool ready_link();
   static void on_tap(void* ctx, const uint8_t* frame, uint32_t len, bool tx, uint64_t now_ns);
 
   DeviceConfig cfg_;
@@ -73,8 +75,10 @@ class Device {
   std::unique_ptr<NeighborAgent> agent_;
   std::unique_ptr<EngineRunner> runner_;
   PcapWriter capture_;
-  // The link was seen up and its shared memory populated (engine thread or wait_link_up).
-  std::atomic<bool> link_ready_{false};
+  // A memif link's shared memory: not populated since the link came up, being populated (by
+  // the engine thread or wait_link_up), or populated.
+  static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;
+  std::atomic<uint8_t> link_ready_{kLinkNotReady};
 };
 
 }  // namespace roce::dpdk

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -49,24 +50,10 @@ constexpr uint32_t kAfPacketSlotHeader = TPACKET2_HDRLEN - sizeof(struct sockadd
 constexpr const char* kMemifBufferArg = "bsize";
 constexpr uint32_t kMemifDefaultBufferSize = 2048;
 
-// Maps in the pages of [start, end) writable without changing their contents, so that the
-// datapath takes no page fault on its first touch of them. Returns the bytes covered.
-uint64_t populate(uintptr_t start, uintptr_t end) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  start &= ~(page - 1);
-  end = (end + page - 1) & ~(page - 1);
-  if (end <= start) return 0;
-  if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) != 0) {
-    // Kernels before 5.14 lack MADV_POPULATE_WRITE: read a byte of every page instead (a read
-    // fault maps a shared writable page writable; a private one still faults on its first write).
-    for (uintptr_t a = start; a < end; a += page) {
-      (void)*reinterpret_cast<volatile const uint8_t*>(a);
-    }
-  }
-  return end - start;
-}
-
 std::string errno_text(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+// Whether the kernel knows MADV_POPULATE_WRITE (Linux 5.14): -1 not known yet, 0 no, 1 yes.
+std::atomic<int> g_populate_write{-1};
 
 // The value of `key` in a "k1=v1,k2=v2" driver argument string, or "" if absent.
 std::string kvarg(std::string_view args, std::string_view key) {
@@ -116,6 +103,36 @@ std::string next_pool_name() {
 }
 
 }  // namespace
+
+uint64_t populate_pages(uintptr_t start, uintptr_t end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  start &= ~(page - 1);
+  end = (end + page - 1) & ~(page - 1);
+  if (end <= start) return 0;
+  if (g_populate_write.load(std::memory_order_relaxed) != 0) {
+    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) {
+      g_populate_write.store(1, std::memory_order_relaxed);
+      return end - start;
+    }
+    // ENOMEM: (part of) the range is no longer mapped -- a memif peer's port stopping unmaps
+    // its regions from the interrupt thread while we read /proc/self/maps. Touching the pages
+    // by hand there was a SIGSEGV; the kernel checks under the mmap lock, so just skip them.
+    if (errno != EINVAL || g_populate_write.load(std::memory_order_relaxed) == 1) return 0;
+    g_populate_write.store(0, std::memory_order_relaxed);
+  }
+  // Kernels before 5.14 lack MADV_POPULATE_WRITE: read a byte of every page instead (a read
+  // fault maps a shared writable page writable; a private one still faults on its first write).
+  // mincore() first: a page of a range unmapped since /proc/self/maps was read is skipped
+  // (ENOMEM) instead of faulting; the race that remains is the window between the two calls.
+  uint64_t done = 0;
+  for (uintptr_t a = start; a < end; a += page) {
+    unsigned char resident = 0;
+    if (mincore(reinterpret_cast<void*>(a), page, &resident) != 0) continue;
+    (void)*reinterpret_cast<volatile const uint8_t*>(a);
+    done += page;
+  }
+  return done;
+}
 
 std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortConfig& config,
                                          std::string* error) {
@@ -263,7 +280,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
       port->pool_,
       [](rte_mempool*, void*, rte_mempool_memhdr* m, unsigned) {
         const auto a = reinterpret_cast<uintptr_t>(m->addr);
-        populate(a, a + m->len);
+        populate_pages(a, a + m->len);
       },
       nullptr);
 
@@ -503,7 +520,7 @@ uint64_t DpdkPort::prefault_shared_memory() {
     char perms[8] = {};
     if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &start, &end, perms) != 3) continue;
     if (!std::strstr(line, "memif_region_") || perms[1] != 'w' || perms[3] != 's') continue;
-    bytes += populate(start, end);
+    bytes += populate_pages(start, end);
   }
   std::fclose(maps);
   return bytes;

@@ -170,4 +170,11 @@ class DpdkPort final : public PacketIo {
   Counter rx_linearized_, rx_dropped_chained_, rx_dropped_oversize_, tx_rejected_;
 };
 
+// Maps in the pages of [start, end) writable without changing their contents (the page
+// rounding is done here), so that the datapath takes no page fault on its first touch of them.
+// Safe on a range that is, or becomes, unmapped: those pages are skipped. Returns the bytes
+// covered (0 for a range that is gone). Control path: a syscall, or one per page on kernels
+// before 5.14.
+uint64_t populate_pages(uintptr_t start, uintptr_t end);
+
 }  // namespace roce::dpdk
