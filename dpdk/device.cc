@@ -194,9 +194,12 @@ std::string Device::counters_text() {
     EthStats es;
     std::string e;
     if (port_->eth_stats(&es, &e)) {
-      std::snprintf(buf, sizeof buf, "  imissed %llu ierrors %llu oerrors %llu rx_nombuf %llu\n",
-                    (unsigned long long)es.imissed, (unsigned long long)es.ierrors,
-                    (unsigned long long)es.oerrors, (unsigned long long)es.rx_nombuf);
+      std::snprintf(buf, sizeof buf,
+                    "  imissed %llu (af_packet ring full %llu) ierrors %llu oerrors %llu "
+                    "rx_nombuf %llu\n",
+                    (unsigned long long)es.imissed, (unsigned long long)es.ring_drops,
+                    (unsigned long long)es.ierrors, (unsigned long long)es.oerrors,
+                    (unsigned long long)es.rx_nombuf);
       s += buf;
     }
     if (faults_) {

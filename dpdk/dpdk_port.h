@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "stack/io/packet_io.h"
 
@@ -63,7 +65,12 @@ struct EthStats {
   uint64_t opackets = 0;
   uint64_t ibytes = 0;
   uint64_t obytes = 0;
-  uint64_t imissed = 0;  // dropped by the hardware / driver because the rx ring was full
+  // Dropped by the hardware / driver because the rx ring was full. For net_af_packet this
+  // includes ring_drops, which the PMD itself does not count.
+  uint64_t imissed = 0;
+  // net_af_packet: frames the kernel dropped because the socket's rx ring was full (the sum of
+  // PACKET_STATISTICS tp_drops over the port's sockets since it opened); 0 for other drivers.
+  uint64_t ring_drops = 0;
   uint64_t ierrors = 0;
   uint64_t oerrors = 0;
   uint64_t rx_nombuf = 0;  // rx mbuf allocation failures
@@ -165,6 +172,12 @@ class DpdkPort final : public PacketIo {
   bool started_ = false;
   bool configured_ = false;
   bool remove_on_close_ = false;
+
+  // net_af_packet: its sockets (found at open by their binding) and the kernel's ring drops
+  // read from them so far (each read of PACKET_STATISTICS resets the kernel's count).
+  std::vector<int> ring_sockets_;
+  mutable std::mutex ring_drops_mu_;
+  mutable uint64_t ring_drops_ = 0;
 
   Counter rx_packets_, rx_bytes_, tx_packets_, tx_bytes_;
   Counter rx_linearized_, rx_dropped_chained_, rx_dropped_oversize_, tx_rejected_;

@@ -3,9 +3,15 @@
 // the loopback interface of a network namespace of the test's own (unshare), so nothing outside the
 // test is touched; needs root.
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstring>
 #include <string>
 
 #include "dpdk/dpdk_port.h"
@@ -43,6 +49,70 @@ TEST_F(AfPacket, RefusesAnMtuItsFrameSlotsCannotCarry) {
   auto port = DpdkPort::open("net_af_packet0,iface=lo", config(1500), &error);
   ASSERT_NE(port, nullptr) << error;
   EXPECT_GE(port->buffer_capacity(), 2016u);
+}
+
+// The kernel drops what arrives while a packet socket's ring is full; the PMD's statistics do
+// not count those drops, eth_stats() does (ring_drops, and in imissed).
+TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
+  // Our namespace's "lo" up, and a raw socket on it to send from.
+  const int ctl = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(ctl, 0);
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  ASSERT_EQ(ioctl(ctl, SIOCGIFFLAGS, &ifr), 0);
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  ASSERT_EQ(ioctl(ctl, SIOCSIFFLAGS, &ifr), 0);
+  close(ctl);
+
+  std::string error;
+  constexpr uint32_t kSlots = 64;  // framecnt: frames the ring holds
+  auto port = DpdkPort::open("net_af_packet0,iface=lo,framecnt=" + std::to_string(kSlots),
+                             config(1500), &error);
+  ASSERT_NE(port, nullptr) << error;
+  EthStats es;
+  ASSERT_TRUE(port->eth_stats(&es, &error)) << error;
+  EXPECT_EQ(es.ring_drops, 0u);
+
+  const int tx = socket(AF_PACKET, SOCK_RAW, 0);  // protocol 0: sends, receives nothing
+  ASSERT_GE(tx, 0);
+  sockaddr_ll to{};
+  to.sll_family = AF_PACKET;
+  to.sll_ifindex = static_cast<int>(if_nametoindex("lo"));
+  to.sll_halen = 6;
+  std::array<uint8_t, 100> frame{};
+  std::memset(frame.data(), 0xff, 6);  // broadcast
+  frame[12] = 0x88;                    // EtherType 0x88b5 (local experimental)
+  frame[13] = 0xb5;
+  constexpr int kSent = 500;  // nothing polls the port meanwhile
+  for (int i = 0; i < kSent; ++i) {
+    frame[14] = static_cast<uint8_t>(i);
+    ASSERT_EQ(
+        sendto(tx, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+        static_cast<ssize_t>(frame.size()));
+  }
+  close(tx);
+
+  ASSERT_TRUE(port->eth_stats(&es, &error)) << error;
+  // On lo the port's socket sees each frame twice, as it leaves and as it comes back. The ring
+  // took at most kSlots of those; the kernel dropped the rest.
+  constexpr uint64_t kArrived = 2 * kSent;
+  EXPECT_GE(es.ring_drops, kArrived - kSlots);
+  EXPECT_GE(es.imissed, es.ring_drops);
+  // Reading the kernel's count resets it: the port keeps the total.
+  EthStats again;
+  ASSERT_TRUE(port->eth_stats(&again, &error)) << error;
+  EXPECT_EQ(again.ring_drops, es.ring_drops);
+
+  // What the ring holds is what was not dropped.
+  std::array<PktBuf, 32> bufs;
+  uint64_t received = 0;
+  while (const uint16_t n = port->rx_burst(bufs.data(), static_cast<uint16_t>(bufs.size()))) {
+    received += n;
+    port->free(bufs.data(), n);
+  }
+  EXPECT_GT(received, 0u);
+  EXPECT_LE(received, kSlots);
+  EXPECT_EQ(received + es.ring_drops, kArrived);
 }
 
 TEST_F(AfPacket, SizesMbufsForItsFrameSlots) {

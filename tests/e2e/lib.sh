@@ -72,9 +72,10 @@ device() {
 # Runs roce-perf's server in namespace 1 and its client in namespace 2 (the client reaches the
 # server's kernel at 10.78.0.1 on mg0), both bounded by SECONDS; fails unless both exit with
 # $EXPECT_RC (default 0). Outputs: $WORK/NAME.server.out and $WORK/NAME.client.out.
+# SDEV_OVERRIDE, when set, is the server's whole device string (instead of the testbed's).
 run_pair() {
   local name=$1 secs=$2 sargs=$3 cargs=$4 sdev cdev vdev=${VDEV:-af_packet}
-  sdev=$(device 1 "$vdev" "${5:-}")
+  sdev=${SDEV_OVERRIDE:-$(device 1 "$vdev" "${5:-}")}
   cdev=$(device 2 "$vdev" "${6:-}")
   log "$name: roce-perf $sargs  <->  $cargs ($vdev)"
   # shellcheck disable=SC2086
