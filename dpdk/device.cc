@@ -71,7 +71,9 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;
   ec.ecn_mark = cfg.ecn;
   ec.port_inflight_psns = cfg.inflight;
-  d->engine_ = std::make_unique<Engine>(ec, io, &d->clock_);
+  d->tsc_clock_ = TscClock::create();
+  if (d->tsc_clock_) d->clock_ = d->tsc_clock_.get();
+  d->engine_ = std::make_unique<Engine>(ec, io, d->clock_);
   for (const auto& n : cfg.neighbors) d->engine_->neighbors().add_static(n.ip, n.mac);
 
   NeighborConfig nc;
@@ -153,6 +155,7 @@ void Device::on_resolved(void* ctx, const Gid& ip) {
 
 uint64_t Device::tick(void* ctx, uint64_t now_ns) {
   auto* d = static_cast<Device*>(ctx);
+  if (d->tsc_clock_) d->tsc_clock_->reanchor();  // (every 10 ms at most: it says when)
   const uint64_t next = d->agent_->tick(now_ns);
   // A net_memif peer maps the shared rings when the link comes up (again after a reconnect):
   // fault them in now rather than one page at a time under the first messages.

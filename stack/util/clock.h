@@ -1,4 +1,5 @@
-// Time for the engine: read once per poll iteration. Production uses CLOCK_MONOTONIC (ns);
+// Time for the engine: read once per poll iteration. DPDK devices use the TSC where it is
+// invariant (dpdk/tsc_clock.h, kept to CLOCK_MONOTONIC), else CLOCK_MONOTONIC (SteadyClock);
 // simulations use a virtual clock that only moves when the simulator moves it.
 #pragma once
 

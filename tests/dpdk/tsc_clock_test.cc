@@ -1,0 +1,84 @@
+// TscClock: the engine's clock on the TSC means what CLOCK_MONOTONIC means, never goes back,
+// and reanchor() takes up an error in EAL's frequency estimate.
+#include "dpdk/tsc_clock.h"
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "tests/dpdk/eal_environment.h"
+
+namespace roce::dpdk {
+namespace {
+
+[[maybe_unused]] const ::testing::Environment* const kEal =
+    ::testing::AddGlobalTestEnvironment(new testing::EalEnvironment());
+
+int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Our clock minus CLOCK_MONOTONIC, read back to back.
+int64_t offset(const TscClock& c) {
+  const int64_t a = monotonic_ns();
+  const auto ours = static_cast<int64_t>(c.now_ns());
+  const int64_t b = monotonic_ns();
+  return ours - (a + b) / 2;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+TEST(TscClock, KeepsToTheMonotonicClockAndNeverGoesBack) {
+  auto c = TscClock::create();
+  if (!c) GTEST_SKIP() << "no invariant TSC on this CPU (the device uses CLOCK_MONOTONIC)";
+  EXPECT_GT(c->hz(), 1'000'000u);
+  EXPECT_LT(std::abs(offset(*c)), 100'000);  // 0.1 ms at the start
+  uint64_t last = c->now_ns();
+  for (int i = 0; i < 20; ++i) {
+    sleep_ms(15);
+    c->reanchor();
+    for (int k = 0; k < 1000; ++k) {
+      const uint64_t t = c->now_ns();
+      ASSERT_GE(t, last);
+      last = t;
+    }
+  }
+  // 300 ms later: still within 0.1 ms (EAL's estimate plus the corrections).
+  EXPECT_LT(std::abs(offset(*c)), 100'000);
+}
+
+TEST(TscClock, ReanchoringCorrectsAWrongFrequency) {
+  auto probe = TscClock::create();
+  if (!probe) GTEST_SKIP() << "no invariant TSC on this CPU (the device uses CLOCK_MONOTONIC)";
+  // A frequency estimate 0.5 % high: the clock runs 0.5 % slow until corrected.
+  auto c = TscClock::create_with_hz(probe->hz() + probe->hz() / 200);
+  ASSERT_NE(c, nullptr);
+  sleep_ms(100);
+  const int64_t before = offset(*c);
+  EXPECT_LT(before, -300'000) << "0.5 % of 100 ms behind";
+  uint64_t last = c->now_ns();
+  for (int i = 0; i < 10; ++i) {
+    c->reanchor();
+    sleep_ms(20);
+    const uint64_t t = c->now_ns();
+    ASSERT_GE(t, last);  // no jump back when the rate changes
+    last = t;
+  }
+  c->reanchor();
+  EXPECT_LT(std::abs(offset(*c)), std::abs(before) / 10) << "before: " << before << " ns";
+  // Calls closer than 10 ms apart change nothing.
+  const int64_t settled = offset(*c);
+  c->reanchor();
+  c->reanchor();
+  EXPECT_LT(std::abs(offset(*c) - settled), 50'000);
+}
+
+TEST(TscClock, RefusesAnImplausibleFrequency) { EXPECT_EQ(TscClock::create_with_hz(1000), nullptr); }
+
+}  // namespace
+}  // namespace roce::dpdk
