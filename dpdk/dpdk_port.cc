@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -85,10 +86,17 @@ std::string devarg_str(const rte_eth_dev_info& info, std::string_view key) {
   return da && da->args ? kvarg(da->args, key) : "";
 }
 
-// The TPACKET_V2 packet sockets of this process bound to interface `ifindex`: net_af_packet's,
-// one per queue pair (the PMD keeps its socket descriptors private).
-std::vector<int> packet_ring_sockets(int ifindex) {
+// Packet sockets some open port already reads (two ports on one interface must not both count
+// the same socket's drops).
+std::mutex g_claimed_mu;
+std::set<int> g_claimed_sockets;
+
+// The TPACKET_V2 packet sockets of this process bound to interface `ifindex` that no other port
+// has claimed: net_af_packet's, one per queue pair (the PMD keeps its descriptors private).
+// Claims them.
+std::vector<int> claim_packet_ring_sockets(int ifindex) {
   std::vector<int> fds;
+  std::lock_guard<std::mutex> lock(g_claimed_mu);
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return fds;
   while (const dirent* e = readdir(dir)) {
@@ -96,6 +104,7 @@ std::vector<int> packet_ring_sockets(int ifindex) {
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
     const int s = static_cast<int>(fd);
+    if (g_claimed_sockets.count(s)) continue;
     int v = 0;
     socklen_t len = sizeof v;
     if (getsockopt(s, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 || v != AF_PACKET) continue;
@@ -104,10 +113,17 @@ std::vector<int> packet_ring_sockets(int ifindex) {
     sockaddr_ll sll{};
     len = sizeof sll;
     if (getsockname(s, reinterpret_cast<sockaddr*>(&sll), &len) != 0) continue;
-    if (sll.sll_ifindex == ifindex) fds.push_back(s);
+    if (sll.sll_ifindex != ifindex) continue;
+    fds.push_back(s);
+    g_claimed_sockets.insert(s);
   }
   closedir(dir);
   return fds;
+}
+
+void release_packet_ring_sockets(const std::vector<int>& fds) {
+  std::lock_guard<std::mutex> lock(g_claimed_mu);
+  for (const int fd : fds) g_claimed_sockets.erase(fd);
 }
 
 uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
@@ -271,7 +287,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     // reads them from the sockets (PACKET_STATISTICS).
     const std::string iface = devarg_str(info, "iface");
     const unsigned ifindex = iface.empty() ? 0 : if_nametoindex(iface.c_str());
-    if (ifindex) port->ring_sockets_ = packet_ring_sockets(static_cast<int>(ifindex));
+    if (ifindex) port->ring_sockets_ = claim_packet_ring_sockets(static_cast<int>(ifindex));
   }
   if (port->driver_ == "net_memif") {
     const uint32_t bsize = devarg_u32(info, kMemifBufferArg, kMemifDefaultBufferSize);
@@ -403,8 +419,25 @@ DpdkPort::~DpdkPort() {
 
 void DpdkPort::stop() {
   if (!started_) return;
+  // net_af_packet closes its sockets when it stops: take their last drop counts now, and let
+  // the descriptors go (their numbers may be reused by anything after this).
+  if (!ring_sockets_.empty()) {
+    std::lock_guard<std::mutex> lock(ring_drops_mu_);
+    read_ring_drops_locked();
+    release_packet_ring_sockets(ring_sockets_);
+    ring_sockets_.clear();
+  }
   rte_eth_dev_stop(port_id_);
   started_ = false;
+}
+
+void DpdkPort::read_ring_drops_locked() const {
+  // PACKET_STATISTICS counts since the last read, hence the running total.
+  for (const int fd : ring_sockets_) {
+    tpacket_stats st{};
+    socklen_t len = sizeof st;
+    if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) ring_drops_ += st.tp_drops;
+  }
 }
 
 uint16_t DpdkPort::rx_burst(PktBuf* bufs, uint16_t n) {
@@ -591,14 +624,9 @@ bool DpdkPort::eth_stats(EthStats* out, std::string* error) const {
   out->ibytes = s.ibytes;
   out->obytes = s.obytes;
   out->imissed = s.imissed;
-  if (!ring_sockets_.empty()) {
-    // PACKET_STATISTICS counts since the last read, hence the running total.
+  {
     std::lock_guard<std::mutex> lock(ring_drops_mu_);
-    for (const int fd : ring_sockets_) {
-      tpacket_stats st{};
-      socklen_t len = sizeof st;
-      if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) ring_drops_ += st.tp_drops;
-    }
+    read_ring_drops_locked();
     out->ring_drops = ring_drops_;
     out->imissed += ring_drops_;
   }

@@ -129,6 +129,12 @@ class DpdkPort final : public PacketIo {
   // Control path (a syscall per region); returns the bytes populated.
   uint64_t prefault_shared_memory();
   PortCounters counters() const;
+  // net_af_packet: the PMD's packet sockets this port reads ring drops from (one per queue
+  // pair while the port runs, 0 after stop() and for other drivers).
+  size_t ring_sockets() const {
+    std::lock_guard<std::mutex> lock(ring_drops_mu_);
+    return ring_sockets_.size();
+  }
   bool eth_stats(EthStats* out, std::string* error) const;
   // Buffers of this port's pool currently out of the pool (held by the engine, the driver's
   // rings, or a peer): a leak check for tests.
@@ -173,8 +179,10 @@ class DpdkPort final : public PacketIo {
   bool configured_ = false;
   bool remove_on_close_ = false;
 
-  // net_af_packet: its sockets (found at open by their binding) and the kernel's ring drops
-  // read from them so far (each read of PACKET_STATISTICS resets the kernel's count).
+  // net_af_packet: its sockets (found at open by their binding; let go at stop) and the
+  // kernel's ring drops read from them so far (each read of PACKET_STATISTICS resets the
+  // kernel's count).
+  void read_ring_drops_locked() const;
   std::vector<int> ring_sockets_;
   mutable std::mutex ring_drops_mu_;
   mutable uint64_t ring_drops_ = 0;

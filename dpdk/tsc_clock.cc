@@ -39,8 +39,7 @@ std::unique_ptr<TscClock> TscClock::create_with_hz(uint64_t hz) {
 
 uint64_t TscClock::now_ns() const {
   const uint64_t ticks = rte_rdtsc() - anchor_tsc_;
-  return anchor_ns_ +
-         static_cast<uint64_t>((static_cast<u128>(ticks) * mult_) >> 32);
+  return anchor_ns_ + static_cast<uint64_t>((static_cast<u128>(ticks) * mult_) >> 32);
 }
 
 void TscClock::reanchor() {

@@ -51,10 +51,8 @@ TEST_F(AfPacket, RefusesAnMtuItsFrameSlotsCannotCarry) {
   EXPECT_GE(port->buffer_capacity(), 2016u);
 }
 
-// The kernel drops what arrives while a packet socket's ring is full; the PMD's statistics do
-// not count those drops, eth_stats() does (ring_drops, and in imissed).
-TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
-  // Our namespace's "lo" up, and a raw socket on it to send from.
+// Brings our namespace's "lo" up.
+void lo_up() {
   const int ctl = socket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_GE(ctl, 0);
   ifreq ifr{};
@@ -63,16 +61,10 @@ TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
   ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
   ASSERT_EQ(ioctl(ctl, SIOCSIFFLAGS, &ifr), 0);
   close(ctl);
+}
 
-  std::string error;
-  constexpr uint32_t kSlots = 64;  // framecnt: frames the ring holds
-  auto port = DpdkPort::open("net_af_packet0,iface=lo,framecnt=" + std::to_string(kSlots),
-                             config(1500), &error);
-  ASSERT_NE(port, nullptr) << error;
-  EthStats es;
-  ASSERT_TRUE(port->eth_stats(&es, &error)) << error;
-  EXPECT_EQ(es.ring_drops, 0u);
-
+// Sends `n` broadcast frames on lo from a raw socket of its own.
+void send_on_lo(int n) {
   const int tx = socket(AF_PACKET, SOCK_RAW, 0);  // protocol 0: sends, receives nothing
   ASSERT_GE(tx, 0);
   sockaddr_ll to{};
@@ -83,14 +75,41 @@ TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
   std::memset(frame.data(), 0xff, 6);  // broadcast
   frame[12] = 0x88;                    // EtherType 0x88b5 (local experimental)
   frame[13] = 0xb5;
-  constexpr int kSent = 500;  // nothing polls the port meanwhile
-  for (int i = 0; i < kSent; ++i) {
+  for (int i = 0; i < n; ++i) {
     frame[14] = static_cast<uint8_t>(i);
     ASSERT_EQ(
         sendto(tx, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
         static_cast<ssize_t>(frame.size()));
   }
   close(tx);
+}
+
+// Receives until the port's ring is empty; returns the frames received.
+uint64_t drain(DpdkPort& port) {
+  std::array<PktBuf, 32> bufs;
+  uint64_t received = 0;
+  while (const uint16_t n = port.rx_burst(bufs.data(), static_cast<uint16_t>(bufs.size()))) {
+    received += n;
+    port.free(bufs.data(), n);
+  }
+  return received;
+}
+
+// The kernel drops what arrives while a packet socket's ring is full; the PMD's statistics do
+// not count those drops, eth_stats() does (ring_drops, and in imissed).
+TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
+  lo_up();
+  std::string error;
+  constexpr uint32_t kSlots = 64;  // framecnt: frames the ring holds
+  auto port = DpdkPort::open("net_af_packet0,iface=lo,framecnt=" + std::to_string(kSlots),
+                             config(1500), &error);
+  ASSERT_NE(port, nullptr) << error;
+  EthStats es;
+  ASSERT_TRUE(port->eth_stats(&es, &error)) << error;
+  EXPECT_EQ(es.ring_drops, 0u);
+
+  constexpr int kSent = 500;  // nothing polls the port meanwhile
+  send_on_lo(kSent);
 
   ASSERT_TRUE(port->eth_stats(&es, &error)) << error;
   // On lo the port's socket sees each frame twice, as it leaves and as it comes back. The ring
@@ -104,15 +123,38 @@ TEST_F(AfPacket, CountsTheFramesTheKernelDropsWhenItsRingIsFull) {
   EXPECT_EQ(again.ring_drops, es.ring_drops);
 
   // What the ring holds is what was not dropped.
-  std::array<PktBuf, 32> bufs;
-  uint64_t received = 0;
-  while (const uint16_t n = port->rx_burst(bufs.data(), static_cast<uint16_t>(bufs.size()))) {
-    received += n;
-    port->free(bufs.data(), n);
-  }
+  const uint64_t received = drain(*port);
   EXPECT_GT(received, 0u);
   EXPECT_LE(received, kSlots);
   EXPECT_EQ(received + es.ring_drops, kArrived);
+
+  // The PMD closes its sockets when the port stops: the total stays, read no more.
+  EXPECT_EQ(port->ring_sockets(), 1u);
+  port->stop();
+  EXPECT_EQ(port->ring_sockets(), 0u);
+  ASSERT_TRUE(port->eth_stats(&again, &error)) << error;
+  EXPECT_EQ(again.ring_drops, es.ring_drops);
+}
+
+// Two ports on one interface: each reads its own socket, not the other's too (a socket read by
+// two ports would have its drops counted twice, or lost to the other's reset).
+TEST_F(AfPacket, TwoPortsOnOneInterfaceReadTheirOwnSockets) {
+  lo_up();
+  std::string error;
+  auto a = DpdkPort::open("net_af_packet0,iface=lo,framecnt=64", config(1500), &error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = DpdkPort::open("net_af_packet1,iface=lo,framecnt=64", config(1500), &error);
+  ASSERT_NE(b, nullptr) << error;
+  EXPECT_EQ(a->ring_sockets(), 1u);  // one queue pair each
+  EXPECT_EQ(b->ring_sockets(), 1u);
+  constexpr int kSent = 500;
+  send_on_lo(kSent);
+  EthStats sa, sb;
+  ASSERT_TRUE(a->eth_stats(&sa, &error)) << error;
+  ASSERT_TRUE(b->eth_stats(&sb, &error)) << error;
+  // The PMD puts the sockets of one process and interface in one fanout group: each of the
+  // 1,000 arrivals (see above) lands in one of the two rings, received or dropped there.
+  EXPECT_EQ(drain(*a) + sa.ring_drops + drain(*b) + sb.ring_drops, 2u * kSent);
 }
 
 TEST_F(AfPacket, SizesMbufsForItsFrameSlots) {

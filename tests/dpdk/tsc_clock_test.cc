@@ -78,7 +78,9 @@ TEST(TscClock, ReanchoringCorrectsAWrongFrequency) {
   EXPECT_LT(std::abs(offset(*c) - settled), 50'000);
 }
 
-TEST(TscClock, RefusesAnImplausibleFrequency) { EXPECT_EQ(TscClock::create_with_hz(1000), nullptr); }
+TEST(TscClock, RefusesAnImplausibleFrequency) {
+  EXPECT_EQ(TscClock::create_with_hz(1000), nullptr);
+}
 
 }  // namespace
 }  // namespace roce::dpdk
