@@ -402,6 +402,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 
 DpdkPort::~DpdkPort() {
   stop();
+  release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
   if (configured_) rte_eth_dev_close(port_id_);
   if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
   if (pool_ != nullptr) {

@@ -157,6 +157,19 @@ TEST_F(AfPacket, TwoPortsOnOneInterfaceReadTheirOwnSockets) {
   EXPECT_EQ(drain(*a) + sa.ring_drops + drain(*b) + sb.ring_drops, 2u * kSent);
 }
 
+// A port whose set-up fails after it found its socket lets it go: the next port, whose socket
+// gets the freed descriptor number, reads its own.
+TEST_F(AfPacket, AFailedOpenLetsItsSocketGo) {
+  std::string error;
+  PortConfig bad = config(1500);
+  bad.mbuf_data_size = 1000;  // below the 2016-byte slot: refused after the probe
+  EXPECT_EQ(DpdkPort::open("net_af_packet0,iface=lo", bad, &error), nullptr);
+  EXPECT_NE(error.find("mbuf_data_size 1000"), std::string::npos) << error;
+  auto port = DpdkPort::open("net_af_packet0,iface=lo", config(1500), &error);
+  ASSERT_NE(port, nullptr) << error;
+  EXPECT_EQ(port->ring_sockets(), 1u);
+}
+
 TEST_F(AfPacket, SizesMbufsForItsFrameSlots) {
   std::string error;
   auto port = DpdkPort::open("net_af_packet0,iface=lo,blocksz=8192,framesz=8192,framecnt=512",
