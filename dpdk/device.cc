@@ -72,8 +72,9 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   ec.ecn_mark = cfg.ecn;
   ec.port_inflight_psns = cfg.inflight;
   d->tsc_clock_ = TscClock::create();
-  if (d->tsc_clock_) d->clock_ = d->tsc_clock_.get();
-  d->engine_ = std::make_unique<Engine>(ec, io, d->clock_);
+  const Clock* clock =
+      d->tsc_clock_ ? static_cast<const Clock*>(d->tsc_clock_.get()) : &d->steady_clock_;
+  d->engine_ = std::make_unique<Engine>(ec, io, clock);
   for (const auto& n : cfg.neighbors) d->engine_->neighbors().add_static(n.ip, n.mac);
 
   NeighborConfig nc;

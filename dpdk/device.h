@@ -71,7 +71,6 @@ class Device {
   // The engine's clock: the TSC where it is invariant (dpdk/tsc_clock.h), else CLOCK_MONOTONIC.
   std::unique_ptr<TscClock> tsc_clock_;
   SteadyClock steady_clock_;
-  const Clock* clock_ = &steady_clock_;
   int64_t wall_offset_ns_ = 0;  // realtime - monotonic, for capture timestamps
   std::unique_ptr<DpdkPort> port_;
   std::unique_ptr<FaultIo> faults_;

@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -56,9 +55,6 @@ constexpr const char* kMemifBufferArg = "bsize";
 constexpr uint32_t kMemifDefaultBufferSize = 2048;
 
 std::string errno_text(int err) { return rte_strerror(err < 0 ? -err : err); }
-
-// Whether the kernel knows MADV_POPULATE_WRITE (Linux 5.14): -1 not known yet, 0 no, 1 yes.
-std::atomic<int> g_populate_write{-1};
 
 // The value of `key` in a "k1=v1,k2=v2" driver argument string, or "" if absent.
 std::string kvarg(std::string_view args, std::string_view key) {
@@ -159,17 +155,13 @@ uint64_t populate_pages(uintptr_t start, uintptr_t end) {
   start &= ~(page - 1);
   end = (end + page - 1) & ~(page - 1);
   if (end <= start) return 0;
-  if (g_populate_write.load(std::memory_order_relaxed) != 0) {
-    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) {
-      g_populate_write.store(1, std::memory_order_relaxed);
-      return end - start;
-    }
-    // ENOMEM: (part of) the range is no longer mapped -- a memif peer's port stopping unmaps
-    // its regions from the interrupt thread while we read /proc/self/maps. Touching the pages
-    // by hand there was a SIGSEGV; the kernel checks under the mmap lock, so just skip them.
-    if (errno != EINVAL || g_populate_write.load(std::memory_order_relaxed) == 1) return 0;
-    g_populate_write.store(0, std::memory_order_relaxed);
+  if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) {
+    return end - start;
   }
+  // ENOMEM: (part of) the range is no longer mapped -- a memif peer's port stopping unmaps its
+  // regions from the interrupt thread while we read /proc/self/maps. Touching the pages by hand
+  // there was a SIGSEGV; the kernel checks under the mmap lock, so just skip them.
+  if (errno != EINVAL) return 0;
   // Kernels before 5.14 lack MADV_POPULATE_WRITE: read a byte of every page instead (a read
   // fault maps a shared writable page writable; a private one still faults on its first write).
   // mincore() first: a page of a range unmapped since /proc/self/maps was read is skipped

@@ -2,17 +2,12 @@
 
 #include <cpuid.h>
 #include <rte_cycles.h>
-#include <time.h>
 
 namespace roce::dpdk {
 namespace {
 __extension__ using u128 = unsigned __int128;
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t monotonic_ns() { return SteadyClock().now_ns(); }
 
 bool invariant_tsc() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -37,10 +32,11 @@ std::unique_ptr<TscClock> TscClock::create_with_hz(uint64_t hz) {
   return c;
 }
 
-uint64_t TscClock::now_ns() const {
-  const uint64_t ticks = rte_rdtsc() - anchor_tsc_;
-  return anchor_ns_ + static_cast<uint64_t>((static_cast<u128>(ticks) * mult_) >> 32);
+uint64_t TscClock::ns_at(uint64_t tsc) const {
+  return anchor_ns_ + static_cast<uint64_t>((static_cast<u128>(tsc - anchor_tsc_) * mult_) >> 32);
 }
+
+uint64_t TscClock::now_ns() const { return ns_at(rte_rdtsc()); }
 
 void TscClock::reanchor() {
   // The monotonic reading between two TSC reads: if this thread was descheduled in between,
@@ -53,8 +49,7 @@ void TscClock::reanchor() {
   const uint64_t elapsed = mono - anchor_mono_;
   if (elapsed < 10'000'000) return;  // too short to measure the rate on
   const uint64_t ticks = tsc - anchor_tsc_;
-  const uint64_t ours =
-      anchor_ns_ + static_cast<uint64_t>((static_cast<u128>(ticks) * mult_) >> 32);
+  const uint64_t ours = ns_at(tsc);
   // The measured rate (elapsed / ticks), plus the distance we are behind CLOCK_MONOTONIC (or
   // minus the distance ahead) spread over an interval like this one, at most 1 % of it.
   const auto cap = static_cast<int64_t>(elapsed / 100);

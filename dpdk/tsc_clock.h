@@ -3,8 +3,9 @@
 // ~11 ns for the TSC read: send_lat's half round trip over memif was 0.63 -> 0.60 us with it
 // (docs/performance.md). Nanoseconds are (tsc - anchor) scaled by EAL's TSC frequency, anchored
 // to CLOCK_MONOTONIC, so they mean the same as SteadyClock's. EAL's frequency is an estimate:
-// reanchor() (about once a second, on the engine's thread) sets the rate that meets
-// CLOCK_MONOTONIC again by the next call, without a jump, so the clock never goes backwards.
+// reanchor() (from the device's 1 ms tick on the engine's thread; it acts at most every 10 ms)
+// sets the rate that meets CLOCK_MONOTONIC again by the next call, without a jump, so the clock
+// never goes backwards.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ class TscClock final : public Clock {
 
  private:
   TscClock() = default;
+  uint64_t ns_at(uint64_t tsc) const;  // the clock's reading at TSC value `tsc`
   uint64_t hz_ = 0;
   uint64_t mult_ = 0;  // ns per tick, as a 32.32 fixed-point number
   uint64_t anchor_tsc_ = 0;

@@ -96,6 +96,9 @@ done
 # receiver's af_packet ring (512 frames), which the port's in-flight budget (device key
 # `inflight`, 512) keeps them within. Nothing may be lost on the clean link (before the budget:
 # 2-27 % of the WRITE frames retransmitted; READ, thousands of local ACK timeouts).
+# ring_full FILE: the "af_packet ring full N" count of roce-perf's --counters output ("" if none).
+ring_full() { sed -n 's/.*af_packet ring full \([0-9]*\).*/\1/p' "$1"; }
+
 if [[ -z $DROP && $VDEV == af_packet ]]; then
   for t in write_bw read_bw; do
     args="$t -q 16 --sizes 65536 -n 64 -x 2 -m 1024 --counters"
@@ -117,14 +120,14 @@ if [[ -z $DROP && $VDEV == af_packet ]]; then
   small=$(device 1 af_packet | sed 's/framecnt=512/framecnt=8/')
   [[ $small == *framecnt=8* ]] || die "testbed device string has no framecnt=512: $small"
   SDEV_OVERRIDE=$small run_pair "write_bw.q16.nobudget" 240 "$args" "$args" "" "inflight=0"
-  ring=$(sed -n 's/.*af_packet ring full \([0-9]*\).*/\1/p' "$WORK/write_bw.q16.nobudget.server.out")
+  ring=$(ring_full "$WORK/write_bw.q16.nobudget.server.out")
   rtx=$(awk '/retransmitted_packets/ {s += $2} END {print s + 0}' "$WORK/write_bw.q16.nobudget.client.out")
   [[ -n $ring ]] || die "write_bw -q 16, no budget: no 'af_packet ring full' in the server's counters"
   ((ring > 0 && rtx > 0)) ||
     die "write_bw -q 16, no budget: server ring drops $ring, client retransmitted $rtx (expected both > 0)"
   log "write_bw -q 16, no budget: the server's ring dropped $ring frames; the client retransmitted $rtx packets"
   for side in server client; do
-    ring=$(sed -n 's/.*af_packet ring full \([0-9]*\).*/\1/p' "$WORK/write_bw.q16.$side.out")
+    ring=$(ring_full "$WORK/write_bw.q16.$side.out")
     [[ $ring == 0 ]] || die "write_bw -q 16 $side: af_packet ring full '$ring' with the budget on"
   done
 fi
