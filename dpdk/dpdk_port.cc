@@ -70,16 +70,16 @@ std::string kvarg(std::string_view args, std::string_view key) {
   return "";
 }
 
-// The numeric driver argument `key` the device was probed with, or `dflt` if absent.
-uint32_t devarg_u32(const rte_eth_dev_info& info, std::string_view key, uint32_t dflt) {
-  const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
-  const std::string v = da && da->args ? kvarg(da->args, key) : "";
-  return v.empty() ? dflt : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
-}
-
+// The driver argument `key` the device was probed with, or "" if absent.
 std::string devarg_str(const rte_eth_dev_info& info, std::string_view key) {
   const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
   return da && da->args ? kvarg(da->args, key) : "";
+}
+
+// The same as a number, or `dflt` if absent.
+uint32_t devarg_u32(const rte_eth_dev_info& info, std::string_view key, uint32_t dflt) {
+  const std::string v = devarg_str(info, key);
+  return v.empty() ? dflt : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
 }
 
 // Packet sockets some open port already reads (two ports on one interface must not both count

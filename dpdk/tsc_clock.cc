@@ -3,6 +3,8 @@
 #include <cpuid.h>
 #include <rte_cycles.h>
 
+#include <algorithm>
+
 namespace roce::dpdk {
 namespace {
 __extension__ using u128 = unsigned __int128;
@@ -53,8 +55,7 @@ void TscClock::reanchor() {
   // The measured rate (elapsed / ticks), plus the distance we are behind CLOCK_MONOTONIC (or
   // minus the distance ahead) spread over an interval like this one, at most 1 % of it.
   const auto cap = static_cast<int64_t>(elapsed / 100);
-  int64_t behind = static_cast<int64_t>(mono - ours);
-  behind = behind < -cap ? -cap : (behind > cap ? cap : behind);
+  const int64_t behind = std::clamp(static_cast<int64_t>(mono - ours), -cap, cap);
   const auto target = static_cast<uint64_t>(static_cast<int64_t>(elapsed) + behind);
   if (ticks) mult_ = static_cast<uint64_t>((static_cast<u128>(target) << 32) / ticks);
   anchor_tsc_ = tsc;
