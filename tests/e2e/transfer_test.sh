@@ -92,12 +92,13 @@ for t in write_bw read_bw send_bw; do
   report_lines "$WORK/$t.client.out" | sed 's/^/    /'
 done
 
+# ring_full FILE: the "af_packet ring full N" count of roce-perf's --counters output ("" if none).
+ring_full() { sed -n 's/.*af_packet ring full \([0-9]*\).*/\1/p' "$1"; }
+
 # Several QPs on one port: their windows together (16 x 256 PSNs) are far more than the
 # receiver's af_packet ring (512 frames), which the port's in-flight budget (device key
 # `inflight`, 512) keeps them within. Nothing may be lost on the clean link (before the budget:
 # 2-27 % of the WRITE frames retransmitted; READ, thousands of local ACK timeouts).
-# ring_full FILE: the "af_packet ring full N" count of roce-perf's --counters output ("" if none).
-ring_full() { sed -n 's/.*af_packet ring full \([0-9]*\).*/\1/p' "$1"; }
 
 if [[ -z $DROP && $VDEV == af_packet ]]; then
   for t in write_bw read_bw; do
