@@ -3,9 +3,10 @@
 // fields set to all ones, the BTH with byte 4 (FECN/BECN/reserved) set to all ones, and everything
 // after the BTH up to the ICRC. The value travels little-endian.
 //
-// Packets up to 252 covered bytes (ACKs, short messages) are copied, masked and folded with
-// PCLMULQDQ where the CPU has it. Larger ones go to ISA-L's folding CRC; above 512 bytes only the
-// fixed-size headers are copied and masked and the payload is CRCed in place, never copied.
+// Packets up to 252 covered bytes (ACKs, short messages) are folded with PCLMULQDQ where the CPU
+// has it, straight from the frame, the masks applied in registers. Larger ones go to ISA-L's
+// folding CRC; above 512 bytes only the fixed-size headers are copied and masked and the payload is
+// CRCed in place, never copied.
 #pragma once
 
 #include <cstdint>

@@ -74,7 +74,7 @@ void BM_Icrc(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * covered);
 }
-BENCHMARK(BM_Icrc)->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_Icrc)->Arg(0)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096);
 
 // zlib over the same masked-header + payload bytes, as a baseline for BM_Icrc.
 void BM_Icrc_ZlibBaseline(benchmark::State& state) {
@@ -104,7 +104,7 @@ void BM_Parse(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
 BENCHMARK(BM_Parse<false>)->Name("BM_ParseHeaders")->Arg(64)->Arg(4096);
-BENCHMARK(BM_Parse<true>)->Name("BM_ParseWithIcrc")->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_Parse<true>)->Name("BM_ParseWithIcrc")->Arg(8)->Arg(64)->Arg(1024)->Arg(4096);
 
 // Build headers + pad + ICRC around a payload already in place.
 void BM_BuildAroundPayload(benchmark::State& state) {
@@ -123,7 +123,7 @@ void BM_BuildAroundPayload(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
-BENCHMARK(BM_BuildAroundPayload)->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_BuildAroundPayload)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096);
 
 }  // namespace
 
