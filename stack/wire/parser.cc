@@ -57,21 +57,6 @@ std::string_view to_string(ParseError e) {
   return "?";
 }
 
-uint16_t ipv4_header_checksum(const uint8_t* hdr) {
-  // The one's-complement sum does not depend on byte order (RFC 1071): add the header as five
-  // native 32-bit words, fold to 16 bits and swap the result into network order.
-  uint32_t w[5];
-  std::memcpy(w, hdr, sizeof w);
-  uint64_t sum = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
-  sum = (sum & 0xFFFFFFFF) + (sum >> 32);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  const auto s16 = static_cast<uint16_t>(sum);
-  if constexpr (std::endian::native == std::endian::little) return __builtin_bswap16(s16);
-  return s16;
-}
-
 bool mark_ce(uint8_t* frame, uint32_t len) {
   PacketInfo info;
   const ParseError err =
