@@ -102,6 +102,18 @@ void Engine::rearm_retransmit(Qp& qp) {
   timers_.arm(s.retransmit, at);
 }
 
+Cqe* Engine::begin_send_cqe(Qp& qp, const SendWqe& w, WcStatus st) {
+  Cqe* c = cqe_begin(qp.init_.send_cq);
+  if (c) {
+    c->wr_id = w.wr_id;
+    c->status = st;
+    c->opcode = wc_opcode(w.opcode);
+    c->byte_len = w.length;
+    c->qp_num = qp.qpn();
+  }
+  return c;
+}
+
 // Retires the head WQE with status `st`; a completion is written when it was signalled or
 // failed. Completions leave in send-queue order, so a signalled completion implies all earlier
 // WQEs are done. The slot is retired before the completion is pushed: an application that sees
@@ -112,20 +124,13 @@ void Engine::comp_complete_head(Qp& qp, WcStatus st) {
   const SendWqe& w = *qp.sq_.at<SendWqe>(s.head);
   SendSlot& slot = qp.slots_[s.head & mask];
   const bool report = st != WcStatus::kSuccess || (w.flags & kSendSignaled);
-  Cqe c;
-  if (report) {
-    c.wr_id = w.wr_id;
-    c.status = st;
-    c.opcode = wc_opcode(w.opcode);
-    c.byte_len = w.length;
-    c.qp_num = qp.qpn();
-  }
+  Cqe* c = report ? begin_send_cqe(qp, w, st) : nullptr;  // published once the slot is retired
   if (slot.started && (is_read(w.opcode) || is_atomic(w.opcode)) && s.rd_atomic) --s.rd_atomic;
   slot = SendSlot{};
   ++s.head;
   if (static_cast<int32_t>(s.head - s.send) > 0) s.send = s.head;  // never behind the head
   qp.sq_.retire(s.head);  // `w` may be overwritten from here on
-  if (report) push_cqe(qp.init_.send_cq, c, false, &qp);
+  if (report) cqe_commit(qp.init_.send_cq, c, false, &qp);
 }
 
 void Engine::comp_error(Qp& qp, WcStatus st) {

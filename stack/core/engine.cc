@@ -402,7 +402,10 @@ void Engine::flush_tx() {
 }
 
 void Engine::push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp) {
-  if (cq->push(c, solicited)) return;
+  if (!cq->push(c, solicited)) cq_overflow(cq, qp);
+}
+
+void Engine::cq_overflow(CompletionQueue* cq, Qp* qp) {
   // IBA 11.4.2.1: CQ overrun is a CQ error; the QPs using it go to the error state.
   ++ctr_.cq_overflow;
   raise_event(AsyncEventType::kCqErr, cq->cqn());

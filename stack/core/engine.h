@@ -266,6 +266,24 @@ class Engine {
     return std::clamp(share, 1u, cfg_.ack_req_every);
   }
   void push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp);
+  // A completion written in place (the datapath's own: see CompletionQueue::push_begin):
+  // cqe_begin gives a cleared slot, or nullptr if the CQ is full; cqe_commit publishes it, or
+  // handles the overflow when the slot was nullptr.
+  Cqe* cqe_begin(CompletionQueue* cq) {
+    Cqe* d = cq->push_begin();
+    if (d) *d = Cqe{};
+    return d;
+  }
+  void cqe_commit(CompletionQueue* cq, Cqe* d, bool solicited, Qp* qp) {
+    if (d) {
+      cq->push_commit(solicited);
+    } else {
+      cq_overflow(cq, qp);
+    }
+  }
+  void cq_overflow(CompletionQueue* cq, Qp* qp);
+  // cqe_begin on the send CQ, filled with the completion of `w` with status `st`.
+  Cqe* begin_send_cqe(Qp& qp, const SendWqe& w, WcStatus st);
   void raise_event(AsyncEventType t, uint32_t id);
 
   // engine_control.cc

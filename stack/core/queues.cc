@@ -27,14 +27,8 @@ int CompletionQueue::poll(Cqe* out, int n) {
   return poll_each(n, [&out](const Cqe& c) { *out++ = c; });
 }
 
-bool CompletionQueue::push(const Cqe& c, bool solicited) {
-  if (ring_.free_slots() == 0) {
-    overflow_.store(true, std::memory_order_release);
-    return false;
-  }
-  const uint32_t prod = ring_.prod_local();
-  *ring_.at<Cqe>(prod) = c;
-  ring_.publish(prod + 1);
+void CompletionQueue::push_commit(bool solicited) {
+  ring_.publish(ring_.prod_local() + 1);
   // Store-load ordering against arm(): either the consumer's poll after arming sees this
   // completion, or this load sees the armed flag. Release/acquire alone lets both miss.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -44,7 +38,6 @@ bool CompletionQueue::push(const Cqe& c, bool solicited) {
       notify_(notify_ctx_, this);
     }
   }
-  return true;
 }
 
 // --- SharedReceiveQueue ---

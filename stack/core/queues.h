@@ -128,7 +128,25 @@ class CompletionQueue {
   bool overflowed() const { return overflow_.load(std::memory_order_acquire); }
 
   // Engine side: false (and the CQ marked overflowed) if the queue is full.
-  bool push(const Cqe& c, bool solicited);
+  bool push(const Cqe& c, bool solicited) {
+    Cqe* d = push_begin();
+    if (!d) return false;
+    *d = c;
+    push_commit(solicited);
+    return true;
+  }
+  // push() in two steps, for a producer that fills the slot in place: a Cqe filled field by
+  // field in a local and then copied is loaded in wide pieces over its narrow stores, which
+  // cannot be forwarded and wait for them to reach the cache. push_begin returns the slot
+  // (nullptr, and the CQ marked overflowed, if the queue is full); push_commit publishes it.
+  Cqe* push_begin() {
+    if (ring_.free_slots() == 0) {
+      overflow_.store(true, std::memory_order_release);
+      return nullptr;
+    }
+    return ring_.at<Cqe>(ring_.prod_local());
+  }
+  void push_commit(bool solicited);
   uint32_t pending() const { return ring_.prod_local() - ring_.cons_local(); }
 
  private:

@@ -334,19 +334,12 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   auto& s = qp.snd_;
   auto complete = [&](WcStatus st) {  // retire first: the completion frees the slot
     const bool report = st != WcStatus::kSuccess || (w.flags & kSendSignaled);
-    Cqe c;
-    if (report) {
-      c.wr_id = w.wr_id;
-      c.status = st;
-      c.opcode = wc_opcode(w.opcode);
-      c.byte_len = w.length;
-      c.qp_num = qp.qpn();
-    }
+    Cqe* c = report ? begin_send_cqe(qp, w, st) : nullptr;  // published after the retire
     ++s.send;
     s.head = s.send;
     s.offset = 0;
     qp.sq_.retire(s.head);  // `w` may be overwritten from here on
-    if (report) push_cqe(qp.init_.send_cq, c, false, &qp);
+    if (report) cqe_commit(qp.init_.send_cq, c, false, &qp);
   };
 
   if (qp.type() == QpType::kUc) {

@@ -175,27 +175,32 @@ bool Engine::resp_scatter(Qp& qp, const uint8_t* src, uint32_t len) {
 
 void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus st, bool write_imm) {
   auto& r = qp.rcv_;
-  Cqe c;
-  c.wr_id = r.wqe()->wr_id;
-  c.status = st;
-  c.opcode = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
-  c.byte_len = write_imm ? r.write_len : r.offset;
-  c.qp_num = qp.qpn();
-  c.src_qp = qp.attr_.dest_qp_num;
-  const wire::OpcodeInfo& op = *info.op;
-  if (op.has_ext(wire::Ext::kImmDt)) {
-    std::memcpy(&c.imm_data, info.ext<wire::ImmDt>(wire::Ext::kImmDt).data.data(), 4);
-    c.wc_flags |= kWcWithImm;
+  CompletionQueue* cq = qp.init_.recv_cq;
+  if (Cqe* c = cqe_begin(cq)) {
+    c->wr_id = r.wqe()->wr_id;
+    c->status = st;
+    c->opcode = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
+    c->byte_len = write_imm ? r.write_len : r.offset;
+    c->qp_num = qp.qpn();
+    c->src_qp = qp.attr_.dest_qp_num;
+    const wire::OpcodeInfo& op = *info.op;
+    if (op.has_ext(wire::Ext::kImmDt)) {
+      std::memcpy(&c->imm_data, info.ext<wire::ImmDt>(wire::Ext::kImmDt).data.data(), 4);
+      c->wc_flags |= kWcWithImm;
+    }
+    if (op.has_ext(wire::Ext::kIeth)) {
+      // SEND with invalidate: reported to the consumer (IBV_WC_WITH_INV). Ordinary memory
+      // regions cannot be invalidated remotely (IBA 10.6.7: only type-2 windows and
+      // fast-registered regions), so nothing else changes.
+      c->imm_data = info.ext<wire::Ieth>(wire::Ext::kIeth).rkey.get();
+      c->wc_flags |= kWcWithInv;
+    }
+    r.have_wqe = false;
+    cqe_commit(cq, c, info.solicited, &qp);
+  } else {
+    r.have_wqe = false;
+    cqe_commit(cq, nullptr, info.solicited, &qp);
   }
-  if (op.has_ext(wire::Ext::kIeth)) {
-    // SEND with invalidate: reported to the consumer (IBV_WC_WITH_INV). Ordinary memory
-    // regions cannot be invalidated remotely (IBA 10.6.7: only type-2 windows and
-    // fast-registered regions), so nothing else changes.
-    c.imm_data = info.ext<wire::Ieth>(wire::Ext::kIeth).rkey.get();
-    c.wc_flags |= kWcWithInv;
-  }
-  r.have_wqe = false;
-  push_cqe(qp.init_.recv_cq, c, info.solicited, &qp);
 }
 
 void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {

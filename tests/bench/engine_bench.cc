@@ -6,6 +6,7 @@
 //   engine_bench                                  Google Benchmark: 64 B and 64 KiB WRITE
 //   engine_bench --fixed OPS SIZE [MTU]           fixed work for callgrind, prints packets
 //     valgrind --tool=callgrind engine_bench --fixed 20000 64
+//   engine_bench --pingpong ITERS SIZE            send_lat's exchange, for callgrind
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -90,6 +91,8 @@ struct Pair {
   Qp* qa = nullptr;
   Qp* qb = nullptr;
   CompletionQueue* cq = nullptr;
+  CompletionQueue* cqb = nullptr;
+  bool recvs_posted = false;
 
   Pair(Mtu mtu, uint32_t mem) : ma(mem, 1), mb(mem, 0) {
     pa.connect(&pb);
@@ -112,12 +115,13 @@ struct Pair {
     b->reg_mr(pdb, mb.data(), mem, reinterpret_cast<uint64_t>(mb.data()), acc, &kb);
     int err = 0;
     cq = a->create_cq(4096, &err);
-    CompletionQueue* cqb = b->create_cq(64, &err);
+    cqb = b->create_cq(64, &err);
     QpInitAttr ia;
     ia.pd = pda;
     ia.send_cq = ia.recv_cq = cq;
     ia.cap.max_send_wr = 512;
     ia.cap.max_recv_wr = 1;
+    ia.cap.max_inline_data = 236;
     qa = a->create_qp(ia, &err);
     ia.pd = pdb;
     ia.send_cq = ia.recv_cq = cqb;
@@ -182,6 +186,53 @@ struct Pair {
     }
     return pa.packets + pb.packets;
   }
+
+  // send_lat's exchange (perftest's run_iter_lat_send with a send queue of one): `a` posts a
+  // signalled inline SEND of `size` bytes and waits for its completion; `b` takes it from its
+  // receive queue, posts the receive again and answers with the same SEND; `a` takes the
+  // answer. Both engines are polled in turn on this thread, so a round trip costs the two
+  // turnarounds (every frame built, parsed, acknowledged and completed) and nothing else.
+  uint64_t pingpong(uint64_t iters, uint32_t size) {
+    Sge sa_recv{reinterpret_cast<uint64_t>(ma.data()), size, ka};
+    Sge sb_recv{reinterpret_cast<uint64_t>(mb.data()), size, kb};
+    Sge sa_send{reinterpret_cast<uint64_t>(ma.data() + 64), size, ka};
+    Sge sb_send{reinterpret_cast<uint64_t>(mb.data() + 64), size, kb};
+    RecvWr ra{0, &sa_recv, 1}, rb{0, &sb_recv, 1};
+    SendWr wa, wb;
+    wa.sg_list = &sa_send;
+    wb.sg_list = &sb_send;
+    wa.num_sge = wb.num_sge = 1;
+    wa.opcode = wb.opcode = WrOpcode::kSend;
+    wa.send_flags = wb.send_flags = kSendSignaled | kSendInline;
+    if (!recvs_posted && (qa->post_recv(ra) || qb->post_recv(rb))) std::abort();
+    recvs_posted = true;  // each end re-posts the one it consumes
+    // Polls both engines until `q` holds a completion, which must be a success.
+    const auto wait = [&](CompletionQueue* q) {
+      Cqe c;
+      for (int spins = 0; q->poll(&c, 1) == 0; ++spins) {
+        if (spins > 1000) {
+          std::fprintf(stderr, "ping-pong stalled\n");
+          std::abort();
+        }
+        a->poll();
+        b->poll();
+      }
+      if (c.status != WcStatus::kSuccess) {
+        std::fprintf(stderr, "completion error\n");
+        std::abort();
+      }
+    };
+    for (uint64_t i = 0; i < iters; ++i) {
+      if (qa->post_send(wa)) std::abort();
+      wait(cq);   // a's SEND acknowledged
+      wait(cqb);  // b received it
+      if (qb->post_recv(rb) || qb->post_send(wb)) std::abort();
+      wait(cqb);  // b's SEND acknowledged
+      wait(cq);   // a received it
+      if (qa->post_recv(ra)) std::abort();
+    }
+    return pa.packets + pb.packets;
+  }
 };
 
 void BM_EngineWrite(benchmark::State& state) {
@@ -202,6 +253,24 @@ void BM_EngineWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_EngineWrite)->Arg(64)->Arg(4096)->Arg(65536)->Unit(benchmark::kMillisecond);
 
+// The engine's share of send_lat: ns per round trip of an 8-byte SEND answered by a SEND, both
+// ends on this core (two turnarounds, four frames built and parsed).
+void BM_EngineSendPingPong(benchmark::State& state) {
+  const uint32_t size = static_cast<uint32_t>(state.range(0));
+  Pair p(Mtu::k4096, 4096);
+  const uint64_t batch = 1000;
+  uint64_t iters = 0;
+  for (auto _ : state) {
+    p.pingpong(batch, size);
+    iters += batch;
+  }
+  state.counters["ns/round_trip"] = benchmark::Counter(
+      static_cast<double>(iters), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["frames/round_trip"] =
+      static_cast<double>(p.pa.packets + p.pb.packets) / static_cast<double>(iters);
+}
+BENCHMARK(BM_EngineSendPingPong)->Arg(8)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +284,15 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(packets),
                 static_cast<unsigned long long>(p.pa.packets),
                 static_cast<unsigned long long>(p.pb.packets));
+    return 0;
+  }
+  if (argc >= 4 && std::string(argv[1]) == "--pingpong") {
+    const uint64_t iters = std::strtoull(argv[2], nullptr, 10);
+    const uint32_t size = static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10));
+    Pair p(Mtu::k4096, 4096);
+    const uint64_t packets = p.pingpong(iters, size);
+    std::printf("iters=%llu size=%u packets=%llu\n", static_cast<unsigned long long>(iters), size,
+                static_cast<unsigned long long>(packets));
     return 0;
   }
   benchmark::Initialize(&argc, argv);
