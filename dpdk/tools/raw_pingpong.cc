@@ -6,7 +6,10 @@
 // send_lat's on the same vdev (docs/performance.md, scripts/bench-datapath.sh).
 //
 //   roce-raw-pingpong EAL-ARGS -- --role pong [--timeout S]
-//   roce-raw-pingpong EAL-ARGS -- --role ping [--iters N] [--warmup N] [--size BYTES] [--timeout S]
+//   roce-raw-pingpong EAL-ARGS -- --role ping [--iters N] [--warmup N] [--size BYTES] [--frames N]
+//                                           [--timeout S]
+// --frames N sends N frames in each burst (the pong side echoes them in one burst), the last one
+// timed: a message and the ACK that travels with it, as an RC ping-pong sends them.
 //
 // EAL-ARGS name the port: e.g. --no-huge -m 256 --no-pci --file-prefix pp1 --lcores 0@1
 // --vdev net_memif0,role=server,socket=/tmp/pp.sock,socket-abstract=no (the pong side; the ping
@@ -58,7 +61,7 @@ int usage(const char* why) {
   std::fprintf(stderr, "roce-raw-pingpong: %s\n", why);
   std::fprintf(stderr,
                "usage: roce-raw-pingpong EAL-ARGS -- --role ping|pong [--iters N] [--warmup N] "
-               "[--size BYTES] [--timeout S]\n");
+               "[--size BYTES] [--frames N] [--timeout S]\n");
   return 2;
 }
 
@@ -152,11 +155,13 @@ rte_mbuf* make_frame(const Port& p, uint32_t size, uint64_t seq, bool stop) {
   return m;
 }
 
-// Sends one frame, retrying while the ring is full; false at the deadline.
-bool send_one(const Port& p, rte_mbuf* m, uint64_t deadline) {
-  while (rte_eth_tx_burst(p.id, 0, &m, 1) == 0) {
-    if (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline) {
-      rte_pktmbuf_free(m);
+// Sends n frames, retrying while the ring is full; false at the deadline.
+bool send_all(const Port& p, rte_mbuf** m, uint16_t n, uint64_t deadline) {
+  uint16_t sent = 0;
+  while (sent < n) {
+    sent += rte_eth_tx_burst(p.id, 0, m + sent, static_cast<uint16_t>(n - sent));
+    if (sent < n && (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline)) {
+      rte_pktmbuf_free_bulk(m + sent, n - sent);
       return false;
     }
   }
@@ -210,7 +215,8 @@ int run_pong(Port& p, uint64_t timeout_ns) {
   return 0;
 }
 
-int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint64_t timeout_ns) {
+int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t frames,
+             uint64_t timeout_ns) {
   if (!wait_link(p, now_ns() + timeout_ns)) {
     std::fprintf(stderr, "roce-raw-pingpong: no link within the timeout\n");
     return 1;
@@ -220,14 +226,20 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint64_t t
   const uint64_t total = warmup + iters;
   for (uint64_t seq = 0; seq <= total; ++seq) {
     const bool stop = seq == total;  // the last frame tells the pong side to finish
-    rte_mbuf* m = make_frame(p, size, seq, stop);
-    if (!m) {
-      std::fprintf(stderr, "roce-raw-pingpong: mbuf pool empty\n");
-      return 1;
+    // Companions first (an unused sequence number), the timed frame last.
+    rte_mbuf* m[kBurst];
+    for (uint16_t f = 0; f < frames; ++f) {
+      const bool timed = f + 1 == frames;
+      m[f] = make_frame(p, size, timed ? seq : ~uint64_t{0}, stop && timed);
+      if (!m[f]) {
+        rte_pktmbuf_free_bulk(m, f);
+        std::fprintf(stderr, "roce-raw-pingpong: mbuf pool empty\n");
+        return 1;
+      }
     }
     const uint64_t t0 = now_ns();
     const uint64_t deadline = t0 + timeout_ns;
-    if (!send_one(p, m, deadline)) {
+    if (!send_all(p, m, frames, deadline)) {
       std::fprintf(stderr, "roce-raw-pingpong: cannot send frame %llu\n",
                    static_cast<unsigned long long>(seq));
       return 1;
@@ -259,9 +271,9 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint64_t t
   double sum = 0;
   for (uint64_t s : samples) sum += static_cast<double>(s);
   std::printf(
-      "raw_pingpong: iters=%llu size=%u half_rtt_us: min=%.3f median=%.3f avg=%.3f p99=%.3f "
-      "p99.9=%.3f max=%.3f\n",
-      static_cast<unsigned long long>(iters), size, pct(0), pct(0.5),
+      "raw_pingpong: iters=%llu size=%u frames=%u half_rtt_us: min=%.3f median=%.3f avg=%.3f "
+      "p99=%.3f p99.9=%.3f max=%.3f\n",
+      static_cast<unsigned long long>(iters), size, frames, pct(0), pct(0.5),
       sum / static_cast<double>(iters) / 2e3, pct(0.99), pct(0.999), pct(1));
   return 0;
 }
@@ -277,7 +289,7 @@ int main(int argc, char** argv) {
   argc -= eal;
   argv += eal;
   std::string role;
-  uint64_t iters = 100000, warmup = 1000, size = 64, timeout_s = 30;
+  uint64_t iters = 100000, warmup = 1000, size = 64, frames = 1, timeout_s = 30;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -295,6 +307,8 @@ int main(int argc, char** argv) {
       ok = parse_u64(v, 0, 100'000'000, &warmup);
     } else if (a == "--size") {
       ok = parse_u64(v, 60, 1514, &size);
+    } else if (a == "--frames") {
+      ok = parse_u64(v, 1, 8, &frames);
     } else if (a == "--timeout") {
       ok = parse_u64(v, 1, 3600, &timeout_s);
     } else {
@@ -316,7 +330,8 @@ int main(int argc, char** argv) {
   const bool opened = open_port(&port);
   if (opened) {
     const uint64_t timeout_ns = timeout_s * 1'000'000'000ull;
-    rc = role == "ping" ? run_ping(port, iters, warmup, static_cast<uint32_t>(size), timeout_ns)
+    rc = role == "ping" ? run_ping(port, iters, warmup, static_cast<uint32_t>(size),
+                                   static_cast<uint16_t>(frames), timeout_ns)
                         : run_pong(port, timeout_ns);
   }
   std::fflush(stdout);
