@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "stack/util/asym_barrier.h"
+
 namespace roce {
 
 int fill_recv_wqe(const RecvWr& wr, uint32_t max_sge, RecvWqe* w) {
@@ -20,7 +22,22 @@ int fill_recv_wqe(const RecvWr& wr, uint32_t max_sge, RecvWqe* w) {
 bool CompletionQueue::init(uint32_t cqn, uint32_t depth) {
   cqn_ = cqn;
   depth_ = depth;
+  fenced_.store(!asym_barrier::available(), std::memory_order_relaxed);
   return ring_.init(depth, sizeof(Cqe));
+}
+
+void CompletionQueue::arm(bool solicited_only) {
+  armed_.store(solicited_only ? kArmedSolicited : kArmedAny, std::memory_order_release);
+  if (fenced_.load(std::memory_order_relaxed)) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with push_commit()'s
+    return;
+  }
+  // The first arm. A push that did not fence either had its publish made visible by the
+  // barrier membarrier runs on its thread (and the caller's poll after this sees it), or reads
+  // armed_ after that barrier, when the store above is visible (and notifies). A push that
+  // reads fenced_ after the barrier sees it set and fences, as arm() does from now on.
+  fenced_.store(true, std::memory_order_relaxed);
+  asym_barrier::heavy();
 }
 
 int CompletionQueue::poll(Cqe* out, int n) {
@@ -30,8 +47,13 @@ int CompletionQueue::poll(Cqe* out, int n) {
 void CompletionQueue::push_commit(bool solicited) {
   ring_.publish(ring_.prod_local() + 1);
   // Store-load ordering against arm(): either the consumer's poll after arming sees this
-  // completion, or this load sees the armed flag. Release/acquire alone lets both miss.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // completion, or this load sees the armed flag. Release/acquire alone lets both miss. Until
+  // the CQ is first armed, that arm()'s membarrier stands in for the fence.
+  if (fenced_.load(std::memory_order_relaxed)) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  } else {
+    asym_barrier::light();
+  }
   const uint8_t armed = armed_.load(std::memory_order_acquire);
   if (armed == kArmedAny || (armed == kArmedSolicited && solicited)) {
     if (armed_.exchange(kDisarmed, std::memory_order_acq_rel) != kDisarmed && notify_) {

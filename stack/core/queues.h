@@ -115,12 +115,13 @@ class CompletionQueue {
     return static_cast<int>(take);
   }
   // Requests a notification for the next completion (any, or solicited only).
-  // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified
-  // (the fence pairs with the one in push()).
-  void arm(bool solicited_only) {
-    armed_.store(solicited_only ? kArmedSolicited : kArmedAny, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified.
+  // Both sides store, then load the other's store (push: publish, then read armed_; arm: set
+  // armed_, then poll), which needs a store-load barrier on each. A CQ that was never armed,
+  // as every CQ of a program that only polls, spares push_commit() its fence: the first arm()
+  // makes every thread of the process execute one instead (membarrier) and marks the CQ, and
+  // pushes fence from then on.
+  void arm(bool solicited_only);
   void set_notify(Notify fn, void* ctx) {
     notify_ = fn;
     notify_ctx_ = ctx;
@@ -155,6 +156,8 @@ class CompletionQueue {
   uint32_t cqn_ = 0;
   uint32_t depth_ = 0;
   std::atomic<uint8_t> armed_{kDisarmed};
+  // Set by the first arm(), or by init() where membarrier is not available: pushes fence.
+  std::atomic<bool> fenced_{true};
   std::atomic<bool> overflow_{false};
   Notify notify_ = nullptr;
   void* notify_ctx_ = nullptr;

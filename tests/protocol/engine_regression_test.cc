@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "../support/scripted_port.h"
 #include "../support/sim_host.h"
@@ -119,6 +121,50 @@ TEST(EngineRegressionCq, ArmingNeverMissesACompletion) {
     if (got == 0 && notified.load() == before) ++lost;  // not seen, not notified
     while (cq.poll(buf, 4)) {
     }
+  }
+  engine.join();
+  EXPECT_EQ(lost, 0u) << "completions that raised no notification for a consumer that armed";
+}
+
+// The same race on a CQ's first arm, where push() has no fence: until a CQ is armed, pushes
+// rely on arm()'s membarrier instead (CompletionQueue::arm). Every round arms a fresh CQ while
+// the engine thread pushes to it.
+TEST(EngineRegressionCq, FirstArmNeverMissesACompletion) {
+  constexpr uint64_t kRounds = 50'000;
+  std::vector<std::unique_ptr<CompletionQueue>> cqs(kRounds + 1);
+  std::atomic<uint64_t> notified{0};
+  for (auto& cq : cqs) {
+    cq = std::make_unique<CompletionQueue>();
+    ASSERT_TRUE(cq->init(0, 4));
+    cq->set_notify(
+        [](void* c, CompletionQueue*) {
+          static_cast<std::atomic<uint64_t>*>(c)->fetch_add(1, std::memory_order_relaxed);
+        },
+        &notified);
+  }
+  std::atomic<uint64_t> start{0}, pushed{0};
+  std::thread engine([&] {
+    for (uint64_t k = 1; k <= kRounds; ++k) {
+      for (int spins = 0; start.load(std::memory_order_acquire) != k;) {
+        if (++spins > 4096) std::this_thread::yield();
+      }
+      Cqe c;
+      c.wr_id = k;
+      cqs[k]->push(c, false);
+      pushed.store(k, std::memory_order_release);
+    }
+  });
+  uint64_t lost = 0;
+  for (uint64_t k = 1; k <= kRounds; ++k) {
+    Cqe buf[4];
+    const uint64_t before = notified.load();
+    start.store(k, std::memory_order_release);
+    cqs[k]->arm(false);
+    const int got = cqs[k]->poll(buf, 4);
+    for (int spins = 0; pushed.load(std::memory_order_acquire) != k;) {
+      if (++spins > 4096) std::this_thread::yield();
+    }
+    if (got == 0 && notified.load() == before) ++lost;
   }
   engine.join();
   EXPECT_EQ(lost, 0u) << "completions that raised no notification for a consumer that armed";
