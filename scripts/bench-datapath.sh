@@ -10,6 +10,8 @@
 #              iperf3 over the kernel's TCP on loopback, 64 KiB writes
 #   latency    roce-perf send_lat, 8 B, over net_memif (--inline-engine)
 #              roce-raw-pingpong: one 64-byte frame bounced over the same vdev (dpdk/tools/)
+#              roce-raw-pingpong --frames 2: two frames a burst each way, as an RC ping-pong
+#              sends them (each message with the ACK of the one it answers)
 #              sockperf ping-pong over the kernel's TCP on loopback (14 B, sockperf's minimum)
 #
 # and prints a markdown table of the medians with the ratios, then every sample.
@@ -262,8 +264,10 @@ testpmd_once() {
     sort -n | awk -v f="$FRAME" '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f\n", m * f * 8 / 1e9}')
 }
 
-# roce-raw-pingpong, 64-byte frames over memif: median and 99 % half round trip, in us.
+# roce-raw-pingpong, 64-byte frames over memif: median and 99 % half round trip, in us. With an
+# argument N, N frames per burst each way (2: a message and the ACK an RC responder sends with it).
 raw_pingpong() {
+  local frames=${1:-1}
   local tool=$BUILD/dpdk/tools/roce-raw-pingpong sock=pp-$RANDOM
   bg pong "$CPU_B" 120 "$tool" --no-huge -m 256 --no-pci --file-prefix "$(prefix pong)" \
     --lcores "0@$CPU_B" --log-level=4 --vdev "$(memif server "$sock")" -- --role pong --timeout 60
@@ -271,7 +275,7 @@ raw_pingpong() {
   wait_file "$WORK/$sock.sock" 30 || { stop "$pong"; die "pingpong: no memif socket"; }
   fg ping "$CPU_A" 120 "$tool" --no-huge -m 256 --no-pci --file-prefix "$(prefix ping)" \
     --lcores "0@$CPU_A" --log-level=4 --vdev "$(memif client "$sock")" -- --role ping \
-    --iters "$LAT_ITERS" --warmup 1000 --size 64 --timeout 60 || rc=$?
+    --iters "$LAT_ITERS" --warmup 1000 --size 64 --frames "$frames" --timeout 60 || rc=$?
   wait "$pong" || true
   ((rc == 0)) || { tail -n 5 "$(out ping)" "$(out pong)" >&2; die "pingpong failed ($rc)"; }
   RESULT=$(sed -n 's/.* median=\([0-9.]*\) .* p99=\([0-9.]*\) .*/\1 \2/p' "$(out ping)")
@@ -329,7 +333,7 @@ main() {
   done
   bench_init
   echo "bench: $N repetitions, CPUs $CPU_A (side A) and $CPU_B (side B), outputs in $WORK" >&2
-  local i a b c
+  local i a b c d
   for ((i = 1; i <= N; i++)); do
     echo "bench: repetition $i/$N" >&2
     REP=$i
@@ -351,10 +355,11 @@ main() {
       raw_pingpong; a=$RESULT
     fi
     sockperf_lat; c=$RESULT
-    echo "$a $b $c" >>"$WORK/lat.txt"
+    raw_pingpong 2; d=$RESULT
+    echo "$a $b $c $d" >>"$WORK/lat.txt"
     tail -n 1 "$WORK/bw.txt" "$WORK/lat.txt" | grep -v '^==\|^$' | sed 's/^/bench:   /' >&2
   done
-  local tp wb ip rp rp99 sl sl99 sp sp99
+  local tp wb ip rp rp99 sl sl99 sp sp99 r2 r299
   tp=$(median "$WORK/bw.txt" 1)
   wb=$(median "$WORK/bw.txt" 2)
   ip=$(median "$WORK/bw.txt" 3)
@@ -364,17 +369,21 @@ main() {
   sl99=$(median "$WORK/lat.txt" 4)
   sp=$(median "$WORK/lat.txt" 5)
   sp99=$(median "$WORK/lat.txt" 6)
+  r2=$(median "$WORK/lat.txt" 7)
+  r299=$(median "$WORK/lat.txt" 8)
   # Paired ratios: each repetition's figure over its own baseline (measured back to back).
   paste -d ' ' "$WORK/bw.txt" "$WORK/lat.txt" | awk '{
-      printf "%.4f %.4f %.4f %.4f %.4f %.4f\n", $2 / $1, $2 / $3, $6 / $4, $7 / $5, $6 / $8, $7 / $9
+      printf "%.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", $2 / $1, $2 / $3, $6 / $4, $7 / $5, $6 / $8, $7 / $9,
+        $6 / $10
     }' >"$WORK/ratios.txt"
-  local r_bw r_bw_tcp r_lat r_lat99 r_lat_tcp r_lat99_tcp bw_ok lat_ok
+  local r_bw r_bw_tcp r_lat r_lat99 r_lat_tcp r_lat99_tcp r_lat2 bw_ok lat_ok
   r_bw=$(median "$WORK/ratios.txt" 1)
   r_bw_tcp=$(median "$WORK/ratios.txt" 2)
   r_lat=$(median "$WORK/ratios.txt" 3)
   r_lat99=$(median "$WORK/ratios.txt" 4)
   r_lat_tcp=$(median "$WORK/ratios.txt" 5)
   r_lat99_tcp=$(median "$WORK/ratios.txt" 6)
+  r_lat2=$(median "$WORK/ratios.txt" 7)
   bw_ok=$(awk -v r="$r_bw" 'BEGIN {print (r >= 0.8) ? 1 : 0}')
   lat_ok=$(awk -v r="$r_lat" 'BEGIN {print (r <= 1.3) ? 1 : 0}')
   cat <<EOF
@@ -388,6 +397,7 @@ baseline measured right before or after it); the target is judged on it.
 | write_bw 64 KiB, MTU 4096, net_memif (Gb/s) | $wb | $tp (dpdk-testpmd txonly → rxonly, $FRAME B frames) | $(pct "$wb" "$tp") | $(pc "$r_bw") | ≥ 80 %: $(met "$bw_ok") |
 | send_lat 8 B, net_memif, median half round trip (µs) | $sl | $rp (roce-raw-pingpong, 64 B frames) | $(ratio "$sl" "$rp") × | $(xr "$r_lat") | ≤ 1.3 ×: $(met "$lat_ok") |
 | send_lat 8 B, net_memif, 99 % (µs) | $sl99 | $rp99 (roce-raw-pingpong) | $(ratio "$sl99" "$rp99") × | $(xr "$r_lat99") | |
+| send_lat 8 B vs two frames a burst, median (µs) | $sl | $r2 (roce-raw-pingpong --frames 2: each message with the ACK RC sends beside it; 99 %: $r299) | $(ratio "$sl" "$r2") × | $(xr "$r_lat2") | |
 | write_bw 64 KiB vs kernel TCP on loopback (Gb/s) | $wb | $ip (iperf3, 64 KiB writes) | $(pct "$wb" "$ip") | $(pc "$r_bw_tcp") | |
 | send_lat 8 B vs kernel TCP on loopback, median (µs) | $sl | $sp (sockperf ping-pong, 14 B) | $(ratio "$sl" "$sp") × | $(xr "$r_lat_tcp") | |
 | send_lat 8 B vs kernel TCP on loopback, 99 % (µs) | $sl99 | $sp99 (sockperf) | $(ratio "$sl99" "$sp99") × | $(xr "$r_lat99_tcp") | |
@@ -397,11 +407,11 @@ $( [[ -s $WORK/failures ]] && echo "Runs that failed and were repeated: $(paste 
 Every repetition (bandwidth in Gb/s, latency in µs as median / 99 %; odd repetitions run the
 DPDK baselines first, even ones roce-perf first):
 
-| # | testpmd | write_bw | iperf3 | raw ping-pong | send_lat | sockperf | write_bw / testpmd | send_lat / raw |
-|---|---|---|---|---|---|---|---|---|
+| # | testpmd | write_bw | iperf3 | raw ping-pong | send_lat | sockperf | raw, 2 frames | write_bw / testpmd | send_lat / raw |
+|---|---|---|---|---|---|---|---|---|---|
 EOF
   paste -d ' ' "$WORK/bw.txt" "$WORK/lat.txt" "$WORK/ratios.txt" |
-    awk '{printf "| %d | %s | %s | %s | %s / %s | %s / %s | %s / %s | %.0f %% | %.2f × |\n", NR, $1, $2, $3, $4, $5, $6, $7, $8, $9, 100 * $10, $12}'
+    awk '{printf "| %d | %s | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %.0f %% | %.2f × |\n", NR, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 100 * $12, $14}'
 }
 
 # bench-shim.sh sources this file for its helpers.
