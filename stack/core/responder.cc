@@ -176,7 +176,8 @@ bool Engine::resp_scatter(Qp& qp, const uint8_t* src, uint32_t len) {
 void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus st, bool write_imm) {
   auto& r = qp.rcv_;
   CompletionQueue* cq = qp.init_.recv_cq;
-  if (Cqe* c = cqe_begin(cq)) {
+  Cqe* c = cqe_begin(cq);
+  if (c) {
     c->wr_id = r.wqe()->wr_id;
     c->status = st;
     c->opcode = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
@@ -195,12 +196,9 @@ void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus s
       c->imm_data = info.ext<wire::Ieth>(wire::Ext::kIeth).rkey.get();
       c->wc_flags |= kWcWithInv;
     }
-    r.have_wqe = false;
-    cqe_commit(cq, c, info.solicited, &qp);
-  } else {
-    r.have_wqe = false;
-    cqe_commit(cq, nullptr, info.solicited, &qp);
   }
+  r.have_wqe = false;
+  cqe_commit(cq, c, info.solicited, &qp);
 }
 
 void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
