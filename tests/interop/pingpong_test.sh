@@ -20,6 +20,16 @@ BIN=/usr/bin/ibv_${KIND}_pingpong
 DEV=$(rxe_device)
 rxe_up 9000
 rxe_capture_start "$RXE_OUT/$KIND.pcap"
+# UD: the guest's neighbour entry for the stack's link-local address is set by hand. When the
+# guest's kernel resolves that address by ND inside ibv_ud_pingpong's ibv_create_ah (the first
+# GID 0 case), the call failed ("Failed to create AH") in about one run in three, 5 ms after the
+# stack's Neighbor Advertisement, which a capture shows correct and within 1 ms of the
+# solicitation; the cause on the guest's side is not isolated. With the entry set, 16 runs
+# passed. ND with rxe stays tested: rc_pingpong and the loss test resolve the address by ND.
+if [[ $KIND == ud ]]; then
+  rxe_guest 20 "/usr/bin/ip -6 neigh replace $(rxe_ll6 "$RXE_STACK_MAC") lladdr $RXE_STACK_MAC dev eth0 nud permanent" ||
+    rxe_die "cannot set the guest's neighbour entry for the stack"
+fi
 
 # pp_case ROLE GID SIZE MTU ITERS: ROLE is our side's (client or server).
 pp_case() {
