@@ -347,15 +347,17 @@ main() {
     fi
     iperf3_bw; c=$RESULT
     echo "$a $b $c" >>"$WORK/bw.txt"
+    # The two-frame ping-pong sits next to send_lat in both orders.
     if ((i % 2)); then
       raw_pingpong; a=$RESULT
+      raw_pingpong 2; d=$RESULT
       roce_send_lat "$perf"; b=$RESULT
     else
       roce_send_lat "$perf"; b=$RESULT
+      raw_pingpong 2; d=$RESULT
       raw_pingpong; a=$RESULT
     fi
     sockperf_lat; c=$RESULT
-    raw_pingpong 2; d=$RESULT
     echo "$a $b $c $d" >>"$WORK/lat.txt"
     tail -n 1 "$WORK/bw.txt" "$WORK/lat.txt" | grep -v '^==\|^$' | sed 's/^/bench:   /' >&2
   done
