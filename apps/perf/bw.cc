@@ -72,7 +72,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
       }
     }
     t_.progress();
-    if (duration) dur.tick(StallWatch::now_ns());
+    if (duration) dur.poll(StallWatch::now_ns);
     if (totccnt < tot_iters || (duration && totccnt < totscnt)) {
       const int ne = t_.poll_send(wc_.data(), static_cast<int>(wc_.size()));
       for (int i = 0; i < ne; ++i) {
@@ -168,7 +168,7 @@ bool PerfTest::run_iter_bw_server(uint64_t size) {
       }
       if (interrupted()) return fail("interrupted");
     }
-    if (duration && !first_rx) dur.tick(StallWatch::now_ns());
+    if (duration && !first_rx) dur.poll(StallWatch::now_ns);
   }
   if (duration) {
     tposted_[0] = dur.sample_start();

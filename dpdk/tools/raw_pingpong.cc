@@ -5,11 +5,13 @@
 // (steady clock, as roce-perf) and reports half of it, so the figures compare with roce-perf
 // send_lat's on the same vdev (docs/performance.md, scripts/bench-datapath.sh).
 //
-//   roce-raw-pingpong EAL-ARGS -- --role pong [--timeout S]
+//   roce-raw-pingpong EAL-ARGS -- --role pong [--split 0|1] [--timeout S]
 //   roce-raw-pingpong EAL-ARGS -- --role ping [--iters N] [--warmup N] [--size BYTES] [--frames N]
-//                                           [--timeout S]
+//                                           [--split 0|1] [--timeout S]
 // --frames N sends N frames in each burst (the pong side echoes them in one burst), the last one
 // timed: a message and the ACK that travels with it, as an RC ping-pong sends them.
+// --split 1 (give it to both sides) sends the timed frame first, in a tx burst of its own, and
+// the others in a second burst: the answer ahead of the ACK.
 //
 // EAL-ARGS name the port: e.g. --no-huge -m 256 --no-pci --file-prefix pp1 --lcores 0@1
 // --vdev net_memif0,role=server,socket=/tmp/pp.sock,socket-abstract=no (the pong side; the ping
@@ -61,7 +63,7 @@ int usage(const char* why) {
   std::fprintf(stderr, "roce-raw-pingpong: %s\n", why);
   std::fprintf(stderr,
                "usage: roce-raw-pingpong EAL-ARGS -- --role ping|pong [--iters N] [--warmup N] "
-               "[--size BYTES] [--frames N] [--timeout S]\n");
+               "[--size BYTES] [--frames N] [--split 0|1] [--timeout S]\n");
   return 2;
 }
 
@@ -168,7 +170,7 @@ bool send_all(const Port& p, rte_mbuf** m, uint16_t n, uint64_t deadline) {
   return true;
 }
 
-int run_pong(Port& p, uint64_t timeout_ns) {
+int run_pong(Port& p, uint64_t timeout_ns, bool split) {
   if (!wait_link(p, now_ns() + timeout_ns)) {
     std::fprintf(stderr, "roce-raw-pingpong: no link within the timeout\n");
     return 1;
@@ -187,7 +189,8 @@ int run_pong(Port& p, uint64_t timeout_ns) {
       }
       continue;
     }
-    uint16_t k = 0;
+    uint16_t k = 0, timed = 0;
+    rte_mbuf* companions[kBurst];
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = bufs[i];
       if (!is_ours(m)) {
@@ -197,11 +200,22 @@ int run_pong(Port& p, uint64_t timeout_ns) {
       auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
       std::swap(eth->dst_addr, eth->src_addr);
       if (payload_of(m)->stop) stop = true;
-      bufs[k++] = m;
+      if (split && payload_of(m)->seq == ~uint64_t{0}) {
+        companions[k - timed] = m;
+      } else {
+        bufs[timed++] = m;
+      }
+      ++k;
     }
+    // With --split the timed frames leave first, in a burst of their own.
     uint16_t sent = 0;
-    while (sent < k) {
-      sent += rte_eth_tx_burst(p.id, 0, bufs + sent, static_cast<uint16_t>(k - sent));
+    while (sent < timed) {
+      sent += rte_eth_tx_burst(p.id, 0, bufs + sent, static_cast<uint16_t>(timed - sent));
+      if (g_stop.load(std::memory_order_relaxed)) return 1;
+    }
+    sent = 0;
+    while (sent < k - timed) {
+      sent += rte_eth_tx_burst(p.id, 0, companions + sent, static_cast<uint16_t>(k - timed - sent));
       if (g_stop.load(std::memory_order_relaxed)) return 1;
     }
     echoed += k;
@@ -215,7 +229,7 @@ int run_pong(Port& p, uint64_t timeout_ns) {
   return 0;
 }
 
-int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t frames,
+int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t frames, bool split,
              uint64_t timeout_ns) {
   if (!wait_link(p, now_ns() + timeout_ns)) {
     std::fprintf(stderr, "roce-raw-pingpong: no link within the timeout\n");
@@ -239,7 +253,10 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t f
     }
     const uint64_t t0 = now_ns();
     const uint64_t deadline = t0 + timeout_ns;
-    if (!send_all(p, m, frames, deadline)) {
+    const bool sent_all = split ? send_all(p, m + frames - 1, 1, deadline) &&
+                                      send_all(p, m, static_cast<uint16_t>(frames - 1), deadline)
+                                : send_all(p, m, frames, deadline);
+    if (!sent_all) {
       std::fprintf(stderr, "roce-raw-pingpong: cannot send frame %llu\n",
                    static_cast<unsigned long long>(seq));
       return 1;
@@ -289,7 +306,7 @@ int main(int argc, char** argv) {
   argc -= eal;
   argv += eal;
   std::string role;
-  uint64_t iters = 100000, warmup = 1000, size = 64, frames = 1, timeout_s = 30;
+  uint64_t iters = 100000, warmup = 1000, size = 64, frames = 1, timeout_s = 30, split = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -309,6 +326,8 @@ int main(int argc, char** argv) {
       ok = parse_u64(v, 60, 1514, &size);
     } else if (a == "--frames") {
       ok = parse_u64(v, 1, 8, &frames);
+    } else if (a == "--split") {
+      ok = parse_u64(v, 0, 1, &split);
     } else if (a == "--timeout") {
       ok = parse_u64(v, 1, 3600, &timeout_s);
     } else {
@@ -331,8 +350,8 @@ int main(int argc, char** argv) {
   if (opened) {
     const uint64_t timeout_ns = timeout_s * 1'000'000'000ull;
     rc = role == "ping" ? run_ping(port, iters, warmup, static_cast<uint32_t>(size),
-                                   static_cast<uint16_t>(frames), timeout_ns)
-                        : run_pong(port, timeout_ns);
+                                   static_cast<uint16_t>(frames), split != 0, timeout_ns)
+                        : run_pong(port, timeout_ns, split != 0);
   }
   std::fflush(stdout);
   port.stop();

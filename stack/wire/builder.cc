@@ -145,9 +145,8 @@ uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& p
                        const BthFields& bth, const ExtHeaders& ext, uint32_t* crc) {
   uint8_t* frame = write_headers(payload, payload_len, path, bth, ext, pad_of(bth, payload_len));
   // The ICRC through the BTH, then the extension headers (unmasked) up to the payload.
-  const uint32_t ext_len = opcode_info(bth.opcode).transport_hdr_len() - sizeof(Bth);
-  *crc = crc32_ieee(icrc_begin(frame + l3_offset(path), path.family == IpFamily::kIpv6),
-                    payload - ext_len, ext_len);
+  const uint8_t* l3 = frame + l3_offset(path);
+  *crc = icrc_prefix(l3, static_cast<uint32_t>(payload - l3), path.family == IpFamily::kIpv6);
   return frame;
 }
 

@@ -247,12 +247,20 @@ uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len
 }
 
 uint32_t icrc_begin(const uint8_t* l3, bool ipv6) {
+  return icrc_prefix(l3, masked_headers_len(ipv6), ipv6);
+}
+
+uint32_t icrc_prefix(const uint8_t* l3, uint32_t len, bool ipv6) {
+#if defined(__x86_64__)
+  // Folded in registers (ISA-L's serial loop for short inputs took ~3 % of write_bw's sender).
+  if (kHaveClmul && 4 + len <= 256) return ~icrc_fold_short(l3, len, ipv6);
+#endif
   const uint32_t hdr_len = masked_headers_len(ipv6);
   alignas(16) uint8_t buf[8 + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth)];
   std::memset(buf, 0xFF, 8);
   std::memcpy(buf + 8, l3, hdr_len);
   mask_variant_fields(buf + 8, ipv6);
-  return crc32_ieee(0, buf, 8 + hdr_len);
+  return crc32_ieee(crc32_ieee(0, buf, 8 + hdr_len), l3 + hdr_len, len - hdr_len);
 }
 
 uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6) {

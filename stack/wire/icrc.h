@@ -26,6 +26,10 @@ uint32_t icrc_compute(const uint8_t* l3, uint32_t covered_len, bool ipv6);
 // at `l3` (IPv4 without options); chain what follows the BTH (extension headers, payload, pad)
 // with crc32_ieee or crc32_copy. The result equals icrc_compute over the whole packet.
 uint32_t icrc_begin(const uint8_t* l3, bool ipv6);
+// icrc_begin chained over the bytes after the BTH too, up to `len` bytes from `l3` (at least the
+// masked headers; the extension headers of a packet whose payload is copied in next). Folded in
+// registers where the CPU has PCLMULQDQ and 4 + len <= 256.
+uint32_t icrc_prefix(const uint8_t* l3, uint32_t len, bool ipv6);
 
 // Copies `len` bytes from `src` to `dst` (not overlapping) and returns crc32_ieee(crc, src,
 // len). With AVX-512 and VPCLMULQDQ the copy and the CRC are one pass over the bytes, 256 at a

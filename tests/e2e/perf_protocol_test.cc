@@ -15,6 +15,7 @@
 
 #include "apps/perf/oob.h"
 #include "apps/perf/options.h"
+#include "apps/perf/perf_test.h"
 #include "apps/perf/report.h"
 
 namespace {
@@ -310,6 +311,33 @@ TEST(Report, LatencyStatisticsArePerftests) {
   std::snprintf(expect, sizeof expect, kReportFmtLat, 2ul, 12ul, 5.0, 500.0, 5.0, 5.0, 0.0, 500.0,
                 500.0);
   EXPECT_EQ(line, expect);
+}
+
+// -D's state machine read from a bandwidth loop: the clock is read on every kPollStride-th pass
+// only, and a read moves the state as far as the time it returns allows.
+TEST(DurationClock, PollReadsTheClockOnceEveryStrideAndMovesWithIt) {
+  constexpr uint64_t s = 1'000'000'000;
+  DurationClock d;
+  d.start(0, 4, 1);  // sampling from 1 s to 3 s, the end at 4 s
+  uint64_t t = 0;
+  int reads = 0;
+  auto now = [&] {
+    ++reads;
+    return t;
+  };
+  t = s + s / 2;
+  for (uint32_t i = 0; i + 1 < DurationClock::kPollStride; ++i) d.poll(now);
+  EXPECT_EQ(reads, 0);
+  EXPECT_EQ(d.state(), DurationClock::kStart);
+  d.poll(now);
+  EXPECT_EQ(reads, 1);
+  ASSERT_TRUE(d.sampling());
+  EXPECT_EQ(d.sample_start(), t);
+  t = 5 * s;  // past both the stop and the end: one read takes it through both
+  for (uint32_t i = 0; i < DurationClock::kPollStride; ++i) d.poll(now);
+  EXPECT_EQ(reads, 2);
+  EXPECT_TRUE(d.done());
+  EXPECT_EQ(d.sample_end(), t);
 }
 
 }  // namespace

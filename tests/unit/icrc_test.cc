@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -76,7 +77,7 @@ TEST(Icrc, BeginChainedOverTheRestEqualsTheWhole) {
 
 // icrc_compute against zlib over the bytes the spec names (8 x 0xFF, the masked headers, the rest)
 // at every length across the short-frame fold (up to 256 bytes), ISA-L's padded path and its
-// chained path (over 512 bytes), and at every alignment of the IP header.
+// chained path (over 512 bytes), and at every alignment of the IP header; icrc_prefix likewise.
 TEST(Icrc, MatchesZlibOverTheMaskedBytesAtEveryLength) {
   std::mt19937 rng(7);
   std::vector<uint8_t> frame(1024 + 16);
@@ -101,6 +102,12 @@ TEST(Icrc, MatchesZlibOverTheMaskedBytesAtEveryLength) {
       ip[ip_len + 8 + 4] = 0xFF;               // BTH byte 4
       const auto want = static_cast<uint32_t>(crc32(0, ref.data(), static_cast<uInt>(ref.size())));
       ASSERT_EQ(icrc_compute(l3, covered, v6), want) << (v6 ? "IPv6" : "IPv4") << " " << covered;
+      // icrc_prefix over all of it (folded up to 252 bytes, ISA-L above), and over a prefix
+      // chained with the rest.
+      ASSERT_EQ(icrc_prefix(l3, covered, v6), want) << (v6 ? "IPv6" : "IPv4") << " " << covered;
+      const uint32_t p = std::min(covered, hdr_len + covered % 61);
+      ASSERT_EQ(crc32_ieee(icrc_prefix(l3, p, v6), l3 + p, covered - p), want)
+          << covered << " " << p;
     }
   }
 }
