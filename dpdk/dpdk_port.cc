@@ -420,6 +420,11 @@ void DpdkPort::stop() {
     release_packet_ring_sockets(ring_sockets_);
     ring_sockets_.clear();
   }
+  // A link that went down may still be coming down on EAL's interrupt thread: net_memif handles
+  // its peer's leaving there (memif_disconnect: unmaps the regions, frees the control channel),
+  // and a stop and close run under it crashed the process (dpdk/README.md, known issue). Let
+  // that finish first.
+  if (!link_up()) Eal::sync_interrupt_thread(std::chrono::seconds(1));
   rte_eth_dev_stop(port_id_);
   started_ = false;
 }

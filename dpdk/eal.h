@@ -7,6 +7,8 @@
 // replace the matching default (see build_eal_args).
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +74,12 @@ class Eal {
   // cache. Threads not registered still work, only without the per-lcore cache.
   static bool register_current_thread(std::string* error);
   static void unregister_current_thread();
+  // Waits until EAL's interrupt thread is done with what it is handling now: a callback of ours
+  // runs on that thread, after it (dpdk/intr_sync.cc). net_memif tears a connection down there when
+  // the peer leaves (unmaps the shared regions, frees the control channel); a port stopped or
+  // closed under it crashed the process (DpdkPort::stop). True when the thread got there within
+  // `timeout` (also when EAL is not running).
+  static bool sync_interrupt_thread(std::chrono::milliseconds timeout);
 };
 
 }  // namespace roce::dpdk

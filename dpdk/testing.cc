@@ -1,11 +1,13 @@
 #include "dpdk/testing.h"
 
+#include <rte_alarm.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "dpdk/dpdk_port.h"
 
@@ -56,6 +58,30 @@ bool ChainedFrameSender::send(DpdkPort& port, std::span<const uint8_t> frame) {
   if (head == nullptr) return false;
   if (rte_eth_tx_burst(port.port_id(), 0, &head, 1) != 1) {
     rte_pktmbuf_free(head);
+    return false;
+  }
+  return true;
+}
+
+namespace {
+struct Occupation {
+  std::chrono::milliseconds busy;
+  std::atomic<int>* state;
+};
+void occupy(void* arg) {
+  const auto* o = static_cast<Occupation*>(arg);
+  o->state->store(1);
+  std::this_thread::sleep_for(o->busy);
+  std::atomic<int>* state = o->state;
+  delete o;
+  state->store(2);
+}
+}  // namespace
+
+bool occupy_interrupt_thread(std::chrono::milliseconds busy, std::atomic<int>* state) {
+  auto* o = new Occupation{busy, state};
+  if (rte_eal_alarm_set(1, occupy, o) != 0) {
+    delete o;
     return false;
   }
   return true;

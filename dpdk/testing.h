@@ -2,6 +2,8 @@
 // Lives in its own target (roce_dpdk_testing) so that production binaries don't carry it.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,5 +38,10 @@ class ChainedFrameSender {
   rte_mempool* pool_ = nullptr;
   uint32_t segment_size_ = 0;
 };
+
+// Keeps EAL's interrupt thread busy for `busy` in an alarm callback, as a memif teardown keeps
+// it: *state goes to 1 when the callback starts and to 2 just before it returns. False if the
+// alarm could not be set. (Not with a memif server port open: see dpdk/intr_sync.cc.)
+bool occupy_interrupt_thread(std::chrono::milliseconds busy, std::atomic<int>* state);
 
 }  // namespace roce::dpdk

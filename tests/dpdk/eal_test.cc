@@ -1,5 +1,6 @@
 // EAL start-up: the default arguments, and a start with them on this machine.
 #include "dpdk/eal.h"
+#include "dpdk/testing.h"
 
 #include "dpdk/dpdk_port.h"
 #include "dpdk/ring_pair.h"
@@ -146,6 +147,35 @@ TEST(Eal, StartsTheCallerThreadAsAnLcoreAndRegistersOthers) {
   });
   t.join();
   EXPECT_TRUE(registered) << thread_error;
+  Eal::cleanup();
+}
+
+// sync_interrupt_thread returns once the interrupt thread is done with what it was handling
+// (here a callback that holds it for 300 ms, as a memif peer's teardown does), not before.
+TEST(Eal, SyncInterruptThreadWaitsForWhatTheThreadIsHandling) {
+  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::milliseconds(10)));  // EAL not running
+  std::string error;
+  ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
+  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));  // an idle thread
+  std::atomic<int> state{0};
+  ASSERT_TRUE(occupy_interrupt_thread(std::chrono::milliseconds(300), &state));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (state.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(state.load(), 1);
+  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_EQ(state.load(), 2);
+  // A thread held past the timeout: false, and nothing of ours is left registered.
+  ASSERT_TRUE(occupy_interrupt_thread(std::chrono::milliseconds(300), &state));
+  while (state.load() != 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(Eal::sync_interrupt_thread(std::chrono::milliseconds(20)));
+  while (state.load() != 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
   Eal::cleanup();
 }
 
