@@ -5,8 +5,8 @@
 //
 // Packets up to 252 covered bytes (ACKs, short messages) are folded with PCLMULQDQ where the CPU
 // has it, straight from the frame, the masks applied in registers. Larger ones go to ISA-L's
-// folding CRC; above 512 bytes only the fixed-size headers are copied and masked and the payload is
-// CRCed in place, never copied.
+// folding CRC; above 512 bytes the headers are folded as a short packet's are (copied and masked
+// without PCLMULQDQ) and the payload is CRCed in place, never copied.
 #pragma once
 
 #include <cstdint>
