@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -142,6 +143,14 @@ uint32_t max_device_mtu(const rte_eth_dev_info& info) {
   return limit;
 }
 
+// Held while a port's shared regions are touched (prefault_shared_memory) and while a port
+// stops or closes, which unmaps a net_memif port's regions on the caller's thread: the regions
+// of every memif port in the process are touched, and another port may be stopping.
+std::mutex& shared_memory_mu() {
+  static std::mutex mu;
+  return mu;
+}
+
 // Mempool names must be unique in the process and outlive a leaked pool (see ~DpdkPort).
 std::string next_pool_name() {
   static std::atomic<uint32_t> counter{0};
@@ -156,6 +165,14 @@ uint64_t populate_pages(uintptr_t start, uintptr_t end) {
   end = (end + page - 1) & ~(page - 1);
   if (end <= start) return 0;
   if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) {
+    // And a read of every page from here: under a hypervisor that shadows the guest's page
+    // tables, a page the kernel populated still traps on the process's own first access. On
+    // this project's VMs that was ~20 us a page: the first ~490 messages of a memif ping-pong
+    // took 15-35 us each with the madvise alone (docs/performance.md, fifteenth session).
+    // The caller keeps the range mapped meanwhile (see prefault_shared_memory).
+    for (uintptr_t a = start; a < end; a += page) {
+      (void)*reinterpret_cast<volatile const uint8_t*>(a);
+    }
     return end - start;
   }
   // ENOMEM: (part of) the range is no longer mapped -- a memif peer's port stopping unmaps its
@@ -395,7 +412,10 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 DpdkPort::~DpdkPort() {
   stop();
   release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
-  if (configured_) rte_eth_dev_close(port_id_);
+  if (configured_) {
+    std::lock_guard<std::mutex> lock(shared_memory_mu());
+    rte_eth_dev_close(port_id_);
+  }
   if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
   if (pool_ != nullptr) {
     // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)
@@ -425,7 +445,10 @@ void DpdkPort::stop() {
   // and a stop and close run under it crashed the process (dpdk/README.md, known issue). Let
   // that finish first.
   if (!link_up()) Eal::sync_interrupt_thread(std::chrono::seconds(1));
-  rte_eth_dev_stop(port_id_);
+  {
+    std::lock_guard<std::mutex> lock(shared_memory_mu());
+    rte_eth_dev_stop(port_id_);
+  }
   started_ = false;
 }
 
@@ -581,6 +604,17 @@ bool DpdkPort::link_up() const {
 
 uint64_t DpdkPort::prefault_shared_memory() {
   if (!shares_peer_memory_) return 0;
+  // net_memif maps and unmaps the regions on EAL's interrupt thread when a peer connects or
+  // leaves, and on the caller's thread when a port of this process stops or closes: run there,
+  // under the lock that stops and closes take, so that no region goes away while it is read.
+  std::lock_guard<std::mutex> lock(shared_memory_mu());
+  uint64_t bytes = 0;
+  Eal::run_on_interrupt_thread([&bytes] { bytes = populate_shared_regions(); },
+                               std::chrono::seconds(1));
+  return bytes;
+}
+
+uint64_t DpdkPort::populate_shared_regions() {
   FILE* maps = std::fopen("/proc/self/maps", "re");
   if (!maps) return 0;
   uint64_t bytes = 0;

@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,13 @@ class Eal {
   // closed under it crashed the process (DpdkPort::stop). True when the thread got there within
   // `timeout` (also when EAL is not running).
   static bool sync_interrupt_thread(std::chrono::milliseconds timeout);
+  // Runs fn() on EAL's interrupt thread, after what the thread is handling now, and waits for
+  // it: code that must not overlap a net_memif peer's connect or disconnect (which map and
+  // unmap the shared regions there). True when fn ran; false when the thread did not get to it
+  // within `timeout` (fn then never runs). Without EAL running, fn runs on the caller's thread.
+  // Never call it from the interrupt thread itself (it would wait out the timeout).
+  static bool run_on_interrupt_thread(const std::function<void()>& fn,
+                                      std::chrono::milliseconds timeout);
 };
 
 }  // namespace roce::dpdk

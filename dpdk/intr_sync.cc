@@ -1,11 +1,12 @@
-// Eal::sync_interrupt_thread. The one file of dpdk/ that uses experimental DPDK API (22.11):
-// rte_intr_instance_alloc / _free, rte_intr_fd_set and rte_intr_type_set, the only way to make an
-// interrupt handle of our own. The other way onto the interrupt thread, an EAL alarm, is not
-// usable here: the alarm's handler stays registered until rte_eal_cleanup, whose unregistering
-// makes the thread rebuild its epoll set from every registered handle, and a closed memif server
-// leaves its listener's freed handle among them (dpdk/README.md, known issue): with an alarm,
-// two-process memif tests died in rte_intr_fd_get during cleanup in 19 of 30 runs under load.
-// Our handle is registered and unregistered within the call, before any port closes.
+// Eal::run_on_interrupt_thread and sync_interrupt_thread. The one file of dpdk/ that uses
+// experimental DPDK API (22.11): rte_intr_instance_alloc / _free, rte_intr_fd_set and
+// rte_intr_type_set, the only way to make an interrupt handle of our own. The other way onto the
+// interrupt thread, an EAL alarm, is not usable here: the alarm's handler stays registered until
+// rte_eal_cleanup, whose unregistering makes the thread rebuild its epoll set from every registered
+// handle, and a closed memif server leaves its listener's freed handle among them (dpdk/README.md,
+// known issue): with an alarm, two-process memif tests died in rte_intr_fd_get during cleanup in 19
+// of 30 runs under load. Our handle is registered and unregistered within the call, before any port
+// closes.
 #define ALLOW_EXPERIMENTAL_API 1
 
 #include <rte_interrupts.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <thread>
 
 #include "dpdk/eal.h"
@@ -24,6 +26,7 @@ namespace {
 
 struct SyncPoint {
   int fd = -1;
+  const std::function<void()>* fn = nullptr;
   std::atomic<bool> reached{false};
 };
 
@@ -33,14 +36,25 @@ void on_sync_event(void* arg) {
   auto* p = static_cast<SyncPoint*>(arg);
   uint64_t v = 0;
   [[maybe_unused]] const ssize_t n = read(p->fd, &v, sizeof v);
+  if (p->reached.load(std::memory_order_relaxed)) return;
+  (*p->fn)();
   p->reached.store(true, std::memory_order_release);
 }
 
 }  // namespace
 
 bool Eal::sync_interrupt_thread(std::chrono::milliseconds timeout) {
-  if (!running()) return true;
+  return run_on_interrupt_thread([] {}, timeout);
+}
+
+bool Eal::run_on_interrupt_thread(const std::function<void()>& fn,
+                                  std::chrono::milliseconds timeout) {
+  if (!running()) {
+    fn();
+    return true;
+  }
   SyncPoint point;
+  point.fn = &fn;
   point.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (point.fd < 0) return false;
   rte_intr_handle* handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);

@@ -150,32 +150,79 @@ TEST(Eal, StartsTheCallerThreadAsAnLcoreAndRegistersOthers) {
   Eal::cleanup();
 }
 
-// sync_interrupt_thread returns once the interrupt thread is done with what it was handling
-// (here a callback that holds it for 300 ms, as a memif peer's teardown does), not before.
+// Waits up to 5 s for `state` (set by occupy_interrupt_thread: 1 holding, 2 released) to be
+// `want`; true if it got there.
+bool wait_for_state(const std::atomic<int>& state, int want) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (state.load() != want && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state.load() == want;
+}
+
+// Holds the interrupt thread for 300 ms (as a memif peer's teardown does); returns once the
+// hold has begun.
+bool hold_interrupt_thread(std::atomic<int>* state) {
+  state->store(0);
+  return occupy_interrupt_thread(std::chrono::milliseconds(300), state) &&
+         wait_for_state(*state, 1);
+}
+
+// sync_interrupt_thread returns once the interrupt thread is done with what it was handling,
+// not before.
 TEST(Eal, SyncInterruptThreadWaitsForWhatTheThreadIsHandling) {
   EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::milliseconds(10)));  // EAL not running
   std::string error;
   ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
   EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));  // an idle thread
   std::atomic<int> state{0};
-  ASSERT_TRUE(occupy_interrupt_thread(std::chrono::milliseconds(300), &state));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (state.load() == 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(state.load(), 1);
+  ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
   EXPECT_EQ(state.load(), 2);
   // A thread held past the timeout: false, and nothing of ours is left registered.
-  ASSERT_TRUE(occupy_interrupt_thread(std::chrono::milliseconds(300), &state));
-  while (state.load() != 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_FALSE(Eal::sync_interrupt_thread(std::chrono::milliseconds(20)));
-  while (state.load() != 2 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  EXPECT_TRUE(wait_for_state(state, 2));
   EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  Eal::cleanup();
+}
+
+// run_on_interrupt_thread runs the function once, on the interrupt thread, after what that
+// thread is handling; a thread held past the timeout never runs it.
+TEST(Eal, RunOnInterruptThreadRunsThereOnceOrNotAtAll) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> runs{0};
+  std::thread::id where{};
+  auto fn = [&] {
+    where = std::this_thread::get_id();
+    runs.fetch_add(1);
+  };
+  EXPECT_TRUE(Eal::run_on_interrupt_thread(fn, std::chrono::milliseconds(10)));  // no EAL
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(where, caller);
+  std::string error;
+  ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
+  EXPECT_TRUE(Eal::run_on_interrupt_thread(fn, std::chrono::seconds(5)));
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_NE(where, caller);
+  const std::thread::id interrupt_thread = where;
+  // Held: the function runs after the hold, on the same thread.
+  std::atomic<int> state{0};
+  ASSERT_TRUE(hold_interrupt_thread(&state));
+  EXPECT_TRUE(Eal::run_on_interrupt_thread(
+      [&] {
+        fn();
+        EXPECT_EQ(state.load(), 2);
+      },
+      std::chrono::seconds(5)));
+  EXPECT_EQ(runs.load(), 3);
+  EXPECT_EQ(where, interrupt_thread);
+  // Held past the timeout: false, and the function does not run later either.
+  ASSERT_TRUE(hold_interrupt_thread(&state));
+  EXPECT_FALSE(Eal::run_on_interrupt_thread(fn, std::chrono::milliseconds(20)));
+  EXPECT_TRUE(wait_for_state(state, 2));
+  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_EQ(runs.load(), 3);
   Eal::cleanup();
 }
 
