@@ -165,10 +165,10 @@ uint64_t populate_pages(uintptr_t start, uintptr_t end) {
   end = (end + page - 1) & ~(page - 1);
   if (end <= start) return 0;
   if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) {
-    // And a read of every page from here: under a hypervisor that shadows the guest's page
-    // tables, a page the kernel populated still traps on the process's own first access. On
-    // this project's VMs that was ~20 us a page: the first ~490 messages of a memif ping-pong
-    // took 15-35 us each with the madvise alone (docs/performance.md, fifteenth session).
+    // And a read of every page from here: on this project's VMs a page the kernel populated
+    // still trapped on the process's own first access (most likely a hypervisor that shadows
+    // the guest's page tables): the first ~490 messages of a memif ping-pong took 15-35 us each
+    // with the madvise alone (docs/performance.md, fifteenth session).
     // The caller keeps the range mapped meanwhile (see prefault_shared_memory).
     for (uintptr_t a = start; a < end; a += page) {
       (void)*reinterpret_cast<volatile const uint8_t*>(a);

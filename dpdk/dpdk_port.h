@@ -128,7 +128,8 @@ class DpdkPort final : public PacketIo {
   // a run's first pass over the rings -- ~500 ping-pong messages -- took ~25 us per half round
   // trip instead of ~1.4 here. Runs on EAL's interrupt thread (Eal::run_on_interrupt_thread),
   // where net_memif maps and unmaps regions for its peer, and excludes this process's ports'
-  // stop and close. Control path (~10 ms a port here); returns the bytes populated.
+  // stop and close. Control path (a syscall per region, a load per page); returns the bytes
+  // populated.
   uint64_t prefault_shared_memory();
   PortCounters counters() const;
   // net_af_packet: the PMD's packet sockets this port reads ring drops from (one per queue

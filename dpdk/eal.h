@@ -8,7 +8,6 @@
 #pragma once
 
 #include <chrono>
-
 #include <cstdint>
 #include <functional>
 #include <string>
