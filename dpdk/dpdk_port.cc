@@ -144,8 +144,9 @@ uint32_t max_device_mtu(const rte_eth_dev_info& info) {
 }
 
 // Held while a port's shared regions are touched (prefault_shared_memory) and while a port
-// stops or closes, which unmaps a net_memif port's regions on the caller's thread: the regions
-// of every memif port in the process are touched, and another port may be stopping.
+// stops or closes, which unmaps a net_memif port's regions: the regions of every memif port in
+// the process are touched, and another port may be stopping. (Both run on EAL's interrupt
+// thread, which orders them already, unless it failed to answer in time.)
 std::mutex& shared_memory_mu() {
   static std::mutex mu;
   return mu;
@@ -412,11 +413,11 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 DpdkPort::~DpdkPort() {
   stop();
   release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
-  if (configured_) {
-    std::lock_guard<std::mutex> lock(shared_memory_mu());
-    rte_eth_dev_close(port_id_);
-  }
-  if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
+  // Closing a memif port frees its queues and its socket: on the interrupt thread, as stop().
+  on_control_thread([this] {
+    if (configured_) rte_eth_dev_close(port_id_);
+    if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
+  });
   if (pool_ != nullptr) {
     // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)
     // would turn their later free into a write to freed memory: leak it instead, and say so.
@@ -440,16 +441,30 @@ void DpdkPort::stop() {
     release_packet_ring_sockets(ring_sockets_);
     ring_sockets_.clear();
   }
-  // A link that went down may still be coming down on EAL's interrupt thread: net_memif handles
-  // its peer's leaving there (memif_disconnect: unmaps the regions, frees the control channel),
-  // and a stop and close run under it crashed the process (dpdk/README.md, known issue). Let
-  // that finish first.
-  if (!link_up()) Eal::sync_interrupt_thread(std::chrono::seconds(1));
-  {
-    std::lock_guard<std::mutex> lock(shared_memory_mu());
-    rte_eth_dev_stop(port_id_);
-  }
+  on_control_thread([this] { rte_eth_dev_stop(port_id_); });
   started_ = false;
+}
+
+// net_memif handles its peer's leaving on EAL's interrupt thread (memif_disconnect: frees the
+// control channel, unmaps and frees the shared regions), and its own stop does the same on the
+// caller's thread, with nothing in the driver to keep the two apart: a peer that left while this
+// side stopped freed them twice (dpdk/README.md, known issue; tests/dpdk/memif_stop_test.cc).
+// So a port that shares memory with its peer stops and closes on the interrupt thread, where
+// the two take turns. The lock keeps prefault_shared_memory() out as well. If the interrupt
+// thread does not get to it (it never should take a second), the work runs here, as it used to.
+void DpdkPort::on_control_thread(const std::function<void()>& fn) {
+  std::lock_guard<std::mutex> lock(shared_memory_mu());
+  if (!shares_peer_memory_) {
+    fn();
+    return;
+  }
+  if (!Eal::run_on_interrupt_thread(fn, std::chrono::seconds(5))) {
+    std::fprintf(stderr,
+                 "DpdkPort %s: EAL's interrupt thread did not answer within 5 s; stopping the "
+                 "port on this thread\n",
+                 name_.c_str());
+    fn();
+  }
 }
 
 void DpdkPort::read_ring_drops_locked() const {

@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -153,6 +154,9 @@ class DpdkPort final : public PacketIo {
  private:
   // prefault_shared_memory's work: every memif region this process maps.
   static uint64_t populate_shared_regions();
+  // Runs a stop or close of the port: on EAL's interrupt thread for a driver that shares memory
+  // with its peer, on the caller's thread otherwise; never beside prefault_shared_memory().
+  void on_control_thread(const std::function<void()>& fn);
   struct Counter {
     // Single writer (the owning thread), any reader: a relaxed load + store compiles to a plain
     // add, with no lock prefix, and a reader never sees a torn value.

@@ -77,14 +77,14 @@ class Eal {
   // Waits until EAL's interrupt thread is done with what it is handling now: a callback of ours
   // runs on that thread, after it (dpdk/intr_sync.cc). net_memif tears a connection down there when
   // the peer leaves (unmaps the shared regions, frees the control channel); a port stopped or
-  // closed under it crashed the process (DpdkPort::stop). True when the thread got there within
-  // `timeout` (also when EAL is not running).
+  // closed under it crashed the process (DpdkPort::stop now runs there instead). True when the
+  // thread got there within `timeout` (also when EAL is not running).
   static bool sync_interrupt_thread(std::chrono::milliseconds timeout);
   // Runs fn() on EAL's interrupt thread, after what the thread is handling now, and waits for
   // it: code that must not overlap a net_memif peer's connect or disconnect (which map and
   // unmap the shared regions there). True when fn ran; false when the thread did not get to it
-  // within `timeout` (fn then never runs). Without EAL running, fn runs on the caller's thread.
-  // Never call it from the interrupt thread itself (it would wait out the timeout).
+  // within `timeout` (fn then never runs). Without EAL running, or called on the interrupt
+  // thread itself, fn runs at once on the caller's thread.
   static bool run_on_interrupt_thread(const std::function<void()>& fn,
                                       std::chrono::milliseconds timeout);
 };

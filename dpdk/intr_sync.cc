@@ -49,7 +49,7 @@ bool Eal::sync_interrupt_thread(std::chrono::milliseconds timeout) {
 
 bool Eal::run_on_interrupt_thread(const std::function<void()>& fn,
                                   std::chrono::milliseconds timeout) {
-  if (!running()) {
+  if (!running() || rte_thread_is_intr() != 0) {
     fn();
     return true;
   }

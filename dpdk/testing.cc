@@ -3,6 +3,7 @@
 #include <rte_alarm.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 
 #include <atomic>
@@ -85,6 +86,27 @@ bool occupy_interrupt_thread(std::chrono::milliseconds busy, std::atomic<int>* s
     return false;
   }
   return true;
+}
+
+EalLogCapture::EalLogCapture() : file_(std::tmpfile()) {
+  if (file_ != nullptr) rte_openlog_stream(file_);
+}
+
+EalLogCapture::~EalLogCapture() {
+  if (file_ == nullptr) return;
+  rte_openlog_stream(nullptr);
+  std::fclose(file_);
+}
+
+std::string EalLogCapture::text() {
+  if (file_ == nullptr) return "(no log capture: tmpfile failed)";
+  std::fflush(file_);
+  const long end = std::ftell(file_);
+  std::string out(end > 0 ? static_cast<size_t>(end) : 0, '\0');
+  std::rewind(file_);
+  out.resize(std::fread(out.data(), 1, out.size(), file_));
+  std::fseek(file_, 0, SEEK_END);
+  return out;
 }
 
 }  // namespace roce::dpdk

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,5 +44,21 @@ class ChainedFrameSender {
 // it: *state goes to 1 when the callback starts and to 2 just before it returns. False if the
 // alarm could not be set. (Not with a memif server port open: see dpdk/intr_sync.cc.)
 bool occupy_interrupt_thread(std::chrono::milliseconds busy, std::atomic<int>* state);
+
+// Collects what EAL and the drivers log (rte_openlog_stream) from construction until
+// destruction, when logging goes back to EAL's default stream. For tests that look for a
+// driver's complaint, e.g. rte_free's "Invalid memory" on a double free. One at a time.
+class EalLogCapture {
+ public:
+  EalLogCapture();
+  ~EalLogCapture();
+  EalLogCapture(const EalLogCapture&) = delete;
+  EalLogCapture& operator=(const EalLogCapture&) = delete;
+  // Everything logged so far.
+  std::string text();
+
+ private:
+  std::FILE* file_ = nullptr;
+};
 
 }  // namespace roce::dpdk
