@@ -250,7 +250,7 @@ int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   const bool yield = total == 0 && !cq->inline_mode && ++cq->empty_polls >= kYieldAfter;
   if (total || yield) cq->empty_polls = 0;
   cq->poll_lock.unlock();
-  if (yield) sched_yield();
+  if (yield && !cq->runner->assist()) sched_yield();
   return total;
 }
 

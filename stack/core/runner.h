@@ -1,9 +1,11 @@
 // Drives an engine, in one of two ways:
 //
 // - threaded (default): a thread of its own polls the engine. When idle it backs off -- a few
-//   thousand polls, then short sleeps that grow to IdlePolicy::max_sleep_ns -- so an idle stack
-//   does not hold a core; a doorbell (a post) wakes it at once through a futex. Received packets
-//   cannot wake it: the sleep bound is the extra latency an idle engine adds to the first packet.
+//   thousand polls (yielding its core now and then if that runs another thread), then sleeps up to
+//   IdlePolicy::max_sleep_ns -- so an idle stack does not hold a core; a doorbell (a post) wakes
+//   it at once through a futex. Received packets cannot wake it: the sleep bound is the extra
+//   latency an idle engine adds to the first packet, unless an application thread that waits
+//   for a completion polls the engine itself meanwhile (assist()).
 // - inline: the application's threads drive it by calling poll() (run-to-completion, for
 //   latency), one at a time under a try-lock.
 //
@@ -12,6 +14,7 @@
 // the engine lock (inline), as a driver submits commands to a NIC.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -36,7 +39,30 @@ struct RunnerStats {
   uint64_t polls = 0;
   uint64_t busy_polls = 0;
   uint64_t sleeps = 0;
-  uint64_t wakeups = 0;  // woken early by a doorbell
+  uint64_t wakeups = 0;           // woken early by a doorbell
+  uint64_t yields = 0;            // the engine thread yielded its core while idle-spinning
+  uint64_t yields_ran_other = 0;  // ... and another thread ran meanwhile
+};
+
+// How often an idle-spinning engine thread yields its core (every() idle polls). An
+// application thread spinning on a CQ on the same core (fewer cores than busy threads) then
+// gets it back at once instead of at the scheduler's next tick. A yield that found nothing else
+// to run makes the interval longer, up to `max_every` (the runner passes half its spin phase, so
+// that it still looks once a phase), so that an engine thread with a core of its own hardly pays
+// for the system call.
+class YieldPacer {
+ public:
+  static constexpr uint32_t kMinEvery = 64;
+  static constexpr uint64_t kOtherRanNs = 1000;
+  explicit YieldPacer(uint32_t max_every) : max_every_(std::max(max_every, kMinEvery)) {}
+  uint32_t every() const { return every_; }
+  // How long a yield took; true if it ran another thread meanwhile.
+  bool record(uint64_t took_ns);
+
+ private:
+  uint32_t max_every_;
+  uint32_t every_ = kMinEvery;
+  uint64_t fastest_ns_ = UINT64_MAX;
 };
 
 class EngineRunner {
@@ -75,6 +101,11 @@ class EngineRunner {
   // Inline mode: one poll of the engine from the caller's thread; false if another thread is
   // polling right now (or the engine has its own thread).
   bool poll();
+  // Threaded mode: one poll from the caller's thread, if no other thread is polling right now
+  // (false otherwise, and in inline mode). For an application that spins on a CQ and shares
+  // its core with the engine thread: it gets its completion without waiting for the scheduler
+  // to run the engine thread.
+  bool assist();
   // Inline mode, for a helper that keeps the engine moving while the application does not
   // poll: polls only if no poll() came since the last call (then up to `max` polls, while they
   // find work). An application driving the engine is not preempted by the helper.
@@ -83,6 +114,7 @@ class EngineRunner {
   RunnerStats stats() const;
 
  private:
+  void idle_yield();
   void submit(std::function<void()> fn);
   void loop();
   void run_commands();
@@ -91,6 +123,7 @@ class EngineRunner {
   Engine& engine_;
   const bool threaded_;
   IdlePolicy idle_;
+  YieldPacer pacer_;    // the engine thread's
   SpinLock engine_mu_;  // inline mode, and the engine thread while it polls
   std::thread thread_;
   std::thread::id thread_id_{};
@@ -105,7 +138,8 @@ class EngineRunner {
   std::atomic<uint32_t> pending_{0};
   uint64_t completed_ = 0;
 
-  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0};
+  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, yields_{0},
+      yields_ran_other_{0};
 };
 
 }  // namespace roce

@@ -231,6 +231,57 @@ TEST(EngineRunnerInline, HelperPollsOnlyWhileTheApplicationDoesNot) {
   runner.stop();
 }
 
+// Threaded mode: received packets do not wake a sleeping engine thread, so an application that
+// spins on a CQ polls the engine itself (assist) when no other thread does. Here the engine
+// thread sleeps for 30 s after one idle poll; the application gets the SEND at once.
+TEST(EngineRunnerThreaded, AssistPollsWhileTheEngineThreadSleeps) {
+  namespace op = wire::op;
+  ProtocolHarness h;
+  EngineRunner inline_runner(h.engine(), /*threaded=*/false);
+  EXPECT_FALSE(inline_runner.assist());  // inline mode: poll() is the application's way in
+  IdlePolicy idle;
+  idle.spin_polls = 1;
+  idle.min_sleep_ns = idle.max_sleep_ns = 30'000'000'000ull;
+  EngineRunner runner(h.engine(), /*threaded=*/true, idle);
+  h.post_recv(1, 0, 256);
+  runner.start();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runner.stats().sleeps == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(runner.stats().sleeps, 1u) << "the engine thread did not go to sleep";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // into its futex wait
+  h.port().inject(h.peer_frame(op::kRcSendOnly, ProtocolHarness::kPeerPsn, {}, 8));
+  EXPECT_FALSE(runner.poll());  // threaded mode: poll() stays the inline mode's
+  ASSERT_TRUE(runner.assist());
+  EXPECT_EQ(h.completions().size(), 1u);
+  EXPECT_EQ(runner.stats().sleeps, 1u);
+  EXPECT_EQ(runner.stats().wakeups, 0u);
+  runner.stop();  // wakes the thread: no 30 s wait
+}
+
+// The engine thread's yields while it spins idle: back to every 64 polls whenever a yield ran
+// another thread (it took longer than the fastest by more than kOtherRanNs), doubling up to the
+// cap while yields find nothing else to run.
+TEST(YieldPacerTest, YieldsOftenOnlyWhileAYieldRunsSomethingElse) {
+  YieldPacer p(2048);
+  EXPECT_EQ(p.every(), 64u);
+  EXPECT_FALSE(p.record(1250));  // nothing else ran (the first yield is the fastest yet)
+  EXPECT_EQ(p.every(), 128u);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(p.record(1250 + i * 50));
+  EXPECT_EQ(p.every(), 2048u);  // capped
+  EXPECT_TRUE(p.record(3600));  // another thread ran
+  EXPECT_EQ(p.every(), 64u);
+  EXPECT_TRUE(p.record(3600));
+  EXPECT_EQ(p.every(), 64u);
+  EXPECT_FALSE(p.record(1300));
+  EXPECT_EQ(p.every(), 128u);
+  YieldPacer small(16);  // never below the minimum
+  EXPECT_EQ(small.every(), 64u);
+  EXPECT_FALSE(small.record(1000));
+  EXPECT_EQ(small.every(), 64u);
+}
+
 }  // namespace
 
 // The engine lock is a spin / yield lock (stack/util/spin_lock.h): exclusive, and a waiter gets it
