@@ -143,10 +143,10 @@ uint32_t max_device_mtu(const rte_eth_dev_info& info) {
   return limit;
 }
 
-// Held while a port's shared regions are touched (prefault_shared_memory) and while a port
-// stops or closes, which unmaps a net_memif port's regions: the regions of every memif port in
-// the process are touched, and another port may be stopping. (Both run on EAL's interrupt
-// thread, which orders them already, unless it failed to answer in time.)
+// Held while the shared regions are touched (prefault_shared_memory: every memif port's in the
+// process) and while a memif port stops or closes, which unmaps its regions. Both run on EAL's
+// interrupt thread, which orders them already; the lock still does when a stop or close had to
+// run on its caller's thread (the interrupt thread did not answer in time).
 std::mutex& shared_memory_mu() {
   static std::mutex mu;
   return mu;
@@ -453,15 +453,15 @@ void DpdkPort::stop() {
 // the two take turns. The lock keeps prefault_shared_memory() out as well. If the interrupt
 // thread does not get to it (it never should take a second), the work runs here, as it used to.
 void DpdkPort::on_control_thread(const std::function<void()>& fn) {
-  std::lock_guard<std::mutex> lock(shared_memory_mu());
   if (!shares_peer_memory_) {
     fn();
     return;
   }
+  std::lock_guard<std::mutex> lock(shared_memory_mu());
   if (!Eal::run_on_interrupt_thread(fn, std::chrono::seconds(5))) {
     std::fprintf(stderr,
-                 "DpdkPort %s: EAL's interrupt thread did not answer within 5 s; stopping the "
-                 "port on this thread\n",
+                 "DpdkPort %s: EAL's interrupt thread did not answer within 5 s; stopping or "
+                 "closing the port on this thread\n",
                  name_.c_str());
     fn();
   }

@@ -154,8 +154,9 @@ class DpdkPort final : public PacketIo {
  private:
   // prefault_shared_memory's work: every memif region this process maps.
   static uint64_t populate_shared_regions();
-  // Runs a stop or close of the port: on EAL's interrupt thread for a driver that shares memory
-  // with its peer, on the caller's thread otherwise; never beside prefault_shared_memory().
+  // Runs a stop or close of the port: on EAL's interrupt thread, never beside
+  // prefault_shared_memory(), for a driver that shares memory with its peer; on the caller's
+  // thread otherwise.
   void on_control_thread(const std::function<void()>& fn);
   struct Counter {
     // Single writer (the owning thread), any reader: a relaxed load + store compiles to a plain

@@ -74,17 +74,13 @@ class Eal {
   // cache. Threads not registered still work, only without the per-lcore cache.
   static bool register_current_thread(std::string* error);
   static void unregister_current_thread();
-  // Waits until EAL's interrupt thread is done with what it is handling now: a callback of ours
-  // runs on that thread, after it (dpdk/intr_sync.cc). net_memif tears a connection down there when
-  // the peer leaves (unmaps the shared regions, frees the control channel); a port stopped or
-  // closed under it crashed the process (DpdkPort::stop now runs there instead). True when the
-  // thread got there within `timeout` (also when EAL is not running).
-  static bool sync_interrupt_thread(std::chrono::milliseconds timeout);
   // Runs fn() on EAL's interrupt thread, after what the thread is handling now, and waits for
-  // it: code that must not overlap a net_memif peer's connect or disconnect (which map and
-  // unmap the shared regions there). True when fn ran; false when the thread did not get to it
-  // within `timeout` (fn then never runs). Without EAL running, or called on the interrupt
-  // thread itself, fn runs at once on the caller's thread.
+  // it (a callback of ours on an eventfd, dpdk/intr_sync.cc): code that must not overlap a
+  // net_memif peer's connect or disconnect, which net_memif handles there (maps and unmaps the
+  // shared regions, frees the control channel; DpdkPort's memif stop and close run there). True
+  // when fn ran; false when the thread did not get to it within `timeout` (fn then never runs).
+  // Without EAL running, or called on the interrupt thread itself, fn runs at once on the caller's
+  // thread.
   static bool run_on_interrupt_thread(const std::function<void()>& fn,
                                       std::chrono::milliseconds timeout);
 };

@@ -1,4 +1,4 @@
-// Eal::run_on_interrupt_thread and sync_interrupt_thread. The one file of dpdk/ that uses
+// Eal::run_on_interrupt_thread. The one file of dpdk/ that uses
 // experimental DPDK API (22.11): rte_intr_instance_alloc / _free, rte_intr_fd_set and
 // rte_intr_type_set, the only way to make an interrupt handle of our own. The other way onto the
 // interrupt thread, an EAL alarm, is not usable here: the alarm's handler stays registered until
@@ -42,10 +42,6 @@ void on_sync_event(void* arg) {
 }
 
 }  // namespace
-
-bool Eal::sync_interrupt_thread(std::chrono::milliseconds timeout) {
-  return run_on_interrupt_thread([] {}, timeout);
-}
 
 bool Eal::run_on_interrupt_thread(const std::function<void()>& fn,
                                   std::chrono::milliseconds timeout) {

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 
+#include "stack/util/clock.h"
+
 namespace roce {
 
 namespace {
@@ -155,16 +157,15 @@ bool YieldPacer::record(uint64_t took_ns) {
 }
 
 void EngineRunner::idle_yield() {
-  const auto now = [] {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-  };
-  const uint64_t t0 = now();
+  const SteadyClock clock;
+  const uint64_t t0 = clock.now_ns();
   sched_yield();
-  const bool ran_other = pacer_.record(now() - t0);
-  yields_.fetch_add(1, std::memory_order_relaxed);
-  if (ran_other) yields_ran_other_.fetch_add(1, std::memory_order_relaxed);
+  pacer_.record(clock.now_ns() - t0);
+}
+
+bool EngineRunner::try_poll() {
+  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
+  return lock.owns_lock() && engine_.poll();
 }
 
 bool EngineRunner::poll() {
@@ -172,30 +173,24 @@ bool EngineRunner::poll() {
   if (!app_polled_.load(std::memory_order_relaxed)) {
     app_polled_.store(true, std::memory_order_relaxed);
   }
-  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  return engine_.poll();
+  return try_poll();
 }
 
 bool EngineRunner::assist() {
   if (!threaded_ || !running_.load(std::memory_order_relaxed)) return false;
-  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  return engine_.poll();
+  return try_poll();
 }
 
 void EngineRunner::poll_if_unattended(int max) {
   if (threaded_ && running_.load(std::memory_order_relaxed)) return;
   if (app_polled_.exchange(false, std::memory_order_relaxed)) return;
   for (int i = 0; i < max; ++i) {
-    std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-    if (!lock.owns_lock() || !engine_.poll()) return;
+    if (!try_poll()) return;
   }
 }
 
 RunnerStats EngineRunner::stats() const {
-  return RunnerStats{polls_.load(),   busy_polls_.load(), sleeps_.load(),
-                     wakeups_.load(), yields_.load(),     yields_ran_other_.load()};
+  return RunnerStats{polls_.load(), busy_polls_.load(), sleeps_.load(), wakeups_.load()};
 }
 
 }  // namespace roce

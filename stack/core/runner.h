@@ -39,9 +39,7 @@ struct RunnerStats {
   uint64_t polls = 0;
   uint64_t busy_polls = 0;
   uint64_t sleeps = 0;
-  uint64_t wakeups = 0;           // woken early by a doorbell
-  uint64_t yields = 0;            // the engine thread yielded its core while idle-spinning
-  uint64_t yields_ran_other = 0;  // ... and another thread ran meanwhile
+  uint64_t wakeups = 0;  // woken early by a doorbell
 };
 
 // How often an idle-spinning engine thread yields its core (every() idle polls). An
@@ -115,6 +113,7 @@ class EngineRunner {
 
  private:
   void idle_yield();
+  bool try_poll();  // one poll under the engine lock, unless another thread holds it
   void submit(std::function<void()> fn);
   void loop();
   void run_commands();
@@ -138,8 +137,7 @@ class EngineRunner {
   std::atomic<uint32_t> pending_{0};
   uint64_t completed_ = 0;
 
-  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, yields_{0},
-      yields_ran_other_{0};
+  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0};
 };
 
 }  // namespace roce

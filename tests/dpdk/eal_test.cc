@@ -168,22 +168,25 @@ bool hold_interrupt_thread(std::atomic<int>* state) {
          wait_for_state(*state, 1);
 }
 
-// sync_interrupt_thread returns once the interrupt thread is done with what it was handling,
+// run_on_interrupt_thread returns once the interrupt thread is done with what it was handling,
 // not before.
-TEST(Eal, SyncInterruptThreadWaitsForWhatTheThreadIsHandling) {
-  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::milliseconds(10)));  // EAL not running
+TEST(Eal, RunOnInterruptThreadWaitsForWhatTheThreadIsHandling) {
+  const auto sync = [](std::chrono::milliseconds timeout) {
+    return Eal::run_on_interrupt_thread([] {}, timeout);
+  };
+  EXPECT_TRUE(sync(std::chrono::milliseconds(10)));  // EAL not running
   std::string error;
   ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
-  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));  // an idle thread
+  EXPECT_TRUE(sync(std::chrono::seconds(5)));  // an idle thread
   std::atomic<int> state{0};
   ASSERT_TRUE(hold_interrupt_thread(&state));
-  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_TRUE(sync(std::chrono::seconds(5)));
   EXPECT_EQ(state.load(), 2);
   // A thread held past the timeout: false, and nothing of ours is left registered.
   ASSERT_TRUE(hold_interrupt_thread(&state));
-  EXPECT_FALSE(Eal::sync_interrupt_thread(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(sync(std::chrono::milliseconds(20)));
   EXPECT_TRUE(wait_for_state(state, 2));
-  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_TRUE(sync(std::chrono::seconds(5)));
   Eal::cleanup();
 }
 
@@ -221,7 +224,7 @@ TEST(Eal, RunOnInterruptThreadRunsThereOnceOrNotAtAll) {
   ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_FALSE(Eal::run_on_interrupt_thread(fn, std::chrono::milliseconds(20)));
   EXPECT_TRUE(wait_for_state(state, 2));
-  EXPECT_TRUE(Eal::sync_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_TRUE(Eal::run_on_interrupt_thread([] {}, std::chrono::seconds(5)));
   EXPECT_EQ(runs.load(), 3);
   Eal::cleanup();
 }
