@@ -460,8 +460,8 @@ void DpdkPort::on_control_thread(const std::function<void()>& fn) {
   std::lock_guard<std::mutex> lock(shared_memory_mu());
   if (!Eal::run_on_interrupt_thread(fn, std::chrono::seconds(5))) {
     std::fprintf(stderr,
-                 "DpdkPort %s: EAL's interrupt thread did not answer within 5 s; stopping or "
-                 "closing the port on this thread\n",
+                 "DpdkPort %s: could not stop or close the port on EAL's interrupt thread (no "
+                 "answer within 5 s, or no handle); doing it on this thread\n",
                  name_.c_str());
     fn();
   }

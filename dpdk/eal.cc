@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "dpdk/intr_sync.h"
+
 namespace roce::dpdk {
 namespace {
 
@@ -210,12 +212,22 @@ const std::vector<std::string>& Eal::args() { return state().args; }
 
 bool Eal::uses_hugepages() { return running() && rte_eal_has_hugepages() != 0; }
 
+bool Eal::run_on_interrupt_thread(const std::function<void()>& fn,
+                                  std::chrono::milliseconds timeout) {
+  if (!running()) {
+    fn();
+    return true;
+  }
+  return run_on_eal_interrupt_thread(fn, timeout);
+}
+
 void Eal::cleanup() {
   EalState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.started) return;
   // Read before cleanup: the string belongs to EAL.
   const std::string runtime_dir = rte_eal_get_runtime_dir();
+  settle_eal_interrupt_thread(std::chrono::seconds(5));
   rte_eal_cleanup();
   s.started = false;
   s.cleaned_up = true;

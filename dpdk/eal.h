@@ -67,20 +67,19 @@ class Eal {
   // Whether EAL uses hugepages (false with --no-huge).
   static bool uses_hugepages();
   // rte_eal_cleanup. Every port and pool must be closed first. EAL cannot be started again in
-  // this process afterwards. Also removes the runtime directory (/var/run/dpdk/<prefix>) if
-  // EAL left it behind and the prefix is one Eal chose.
+  // this process afterwards. First waits for EAL's interrupt thread to finish what it was asked
+  // (settle_eal_interrupt_thread, dpdk/intr_sync.h). Also removes the runtime directory
+  // (/var/run/dpdk/<prefix>) if EAL left it behind and the prefix is one Eal chose.
   static void cleanup();
   // Makes the calling (non-EAL) thread an EAL thread: it gets an lcore id and so a mempool
   // cache. Threads not registered still work, only without the per-lcore cache.
   static bool register_current_thread(std::string* error);
   static void unregister_current_thread();
-  // Runs fn() on EAL's interrupt thread, after what the thread is handling now, and waits for
-  // it (a callback of ours on an eventfd, dpdk/intr_sync.cc): code that must not overlap a
-  // net_memif peer's connect or disconnect, which net_memif handles there (maps and unmaps the
-  // shared regions, frees the control channel; DpdkPort's memif stop and close run there). True
-  // when fn ran; false when the thread did not get to it within `timeout` (fn then never runs).
-  // Without EAL running, or called on the interrupt thread itself, fn runs at once on the caller's
-  // thread.
+  // run_on_eal_interrupt_thread (dpdk/intr_sync.h): fn() on EAL's interrupt thread, where
+  // net_memif handles a peer's connect and disconnect (DpdkPort's memif stop and close run
+  // there). True when fn ran; false when the thread did not get to it within `timeout` (fn then
+  // never runs). Without EAL running, or called on the interrupt thread itself, fn runs at once
+  // on the caller's thread.
   static bool run_on_interrupt_thread(const std::function<void()>& fn,
                                       std::chrono::milliseconds timeout);
 };

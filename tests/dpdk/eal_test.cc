@@ -1,5 +1,6 @@
 // EAL start-up: the default arguments, and a start with them on this machine.
 #include "dpdk/eal.h"
+#include "dpdk/intr_sync.h"
 #include "dpdk/testing.h"
 
 #include "dpdk/dpdk_port.h"
@@ -182,7 +183,7 @@ TEST(Eal, RunOnInterruptThreadWaitsForWhatTheThreadIsHandling) {
   ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_TRUE(sync(std::chrono::seconds(5)));
   EXPECT_EQ(state.load(), 2);
-  // A thread held past the timeout: false, and nothing of ours is left registered.
+  // A thread held past the timeout: false, and the function does not run later.
   ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_FALSE(sync(std::chrono::milliseconds(20)));
   EXPECT_TRUE(wait_for_state(state, 2));
@@ -226,6 +227,27 @@ TEST(Eal, RunOnInterruptThreadRunsThereOnceOrNotAtAll) {
   EXPECT_TRUE(wait_for_state(state, 2));
   EXPECT_TRUE(Eal::run_on_interrupt_thread([] {}, std::chrono::seconds(5)));
   EXPECT_EQ(runs.load(), 3);
+  Eal::cleanup();
+}
+
+// settle_eal_interrupt_thread (Eal::cleanup calls it) waits for what the thread was handling,
+// once anything of ours has run there; before that it has nothing to wait for and registers
+// nothing (a registration would itself make the thread rebuild its epoll set).
+TEST(Eal, SettleWaitsForTheInterruptThreadOnceWeHaveUsedIt) {
+  std::string error;
+  ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
+  std::atomic<int> state{0};
+  ASSERT_TRUE(hold_interrupt_thread(&state));
+  EXPECT_TRUE(settle_eal_interrupt_thread(std::chrono::milliseconds(20)));
+  EXPECT_EQ(state.load(), 1);  // returned while the thread was still held
+  EXPECT_TRUE(wait_for_state(state, 2));
+  EXPECT_TRUE(Eal::run_on_interrupt_thread([] {}, std::chrono::seconds(5)));
+  ASSERT_TRUE(hold_interrupt_thread(&state));
+  EXPECT_TRUE(settle_eal_interrupt_thread(std::chrono::seconds(5)));
+  EXPECT_EQ(state.load(), 2);
+  ASSERT_TRUE(hold_interrupt_thread(&state));
+  EXPECT_FALSE(settle_eal_interrupt_thread(std::chrono::milliseconds(20)));
+  EXPECT_TRUE(wait_for_state(state, 2));
   Eal::cleanup();
 }
 
