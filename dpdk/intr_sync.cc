@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -80,9 +79,6 @@ bool open_channel(Channel& c) {
   return false;
 }
 
-}  // namespace
-
-namespace {
 // Under c.mu, with the channel open.
 bool submit(Channel& c, const std::function<void()>& fn, std::chrono::milliseconds timeout) {
   Request req;
