@@ -1,5 +1,6 @@
-// Bandwidth loops: perftest 6.06's run_iter_bw (the requester, any verb) and
-// run_iter_bw_server (the SEND receiver), same pacing, same signalling, same addresses.
+// Bandwidth loops: perftest 6.06's run_iter_bw (the requester, any verb), run_iter_bw_server
+// (the SEND receiver) and run_iter_bi (send_bw -b: both at once), same pacing, same
+// signalling, same addresses.
 // The loops allocate nothing, take no lock and make no system call; they only post, poll,
 // drive an inline engine and write timestamps into arrays sized beforehand.
 #include <cstring>
@@ -13,125 +14,215 @@ constexpr uint64_t kQpShift = 40;  // wr_id = qp index << 40 | messages posted o
 constexpr uint64_t kCountMask = (uint64_t{1} << kQpShift) - 1;
 }  // namespace
 
-bool PerfTest::run_iter_bw(uint64_t size) {
-  const uint64_t nq = static_cast<uint64_t>(o_.num_qps);
-  const uint64_t pl = static_cast<uint64_t>(o_.post_list);
-  const uint64_t cq_mod = static_cast<uint64_t>(o_.cq_mod);
-  const uint64_t tx_depth = static_cast<uint64_t>(o_.tx_depth);
-  const bool duration = o_.duration_mode;
-  const uint64_t iters = o_.iters;
-  const uint64_t tot_iters = iters * nq;
-  const uint64_t cb = static_cast<uint64_t>(cycle_buffer_);
-  const uint64_t stride = inc(size), slots = cb / stride;
-  // perftest cycles the addresses through one cycle buffer for small messages.
-  const bool cycle = pl == 1 && size <= cb / 2;
-  const bool send = o_.verb == Verb::kSend;
-  const bool peak = !o_.no_peak;
-  std::vector<uint64_t> local_base(nq), remote_base(nq);  // before the loop: no allocation in it
-  for (uint64_t i = 0; i < nq; ++i) {
-    scnt_[i] = ccnt_[i] = 0;
-    local_base[i] = wr_[i * pl].local_addr;
-    remote_base[i] = wr_[i * pl].remote_addr;
+// The requester's half of a bandwidth loop (run_iter_bw's posting and send-completion
+// polling), shared by run_iter_bw and run_iter_bi.
+class PerfTest::BwSender {
+ public:
+  BwSender(PerfTest& p, uint64_t size)
+      : p_(p),
+        nq_(static_cast<uint64_t>(p.o_.num_qps)),
+        pl_(static_cast<uint64_t>(p.o_.post_list)),
+        cq_mod_(static_cast<uint64_t>(p.o_.cq_mod)),
+        tx_depth_(static_cast<uint64_t>(p.o_.tx_depth)),
+        iters_(p.o_.iters),
+        tot_iters_(p.o_.iters * nq_),
+        stride_(p.inc(size)),
+        slots_(static_cast<uint64_t>(p.cycle_buffer_) / stride_),
+        // perftest cycles the addresses through one cycle buffer for small messages.
+        cycle_(pl_ == 1 && size <= static_cast<uint64_t>(p.cycle_buffer_) / 2),
+        send_(p.o_.verb == Verb::kSend),
+        duration_(p.o_.duration_mode),
+        peak_(!p.o_.no_peak),
+        local_base_(nq_),
+        remote_base_(nq_) {  // before the loop: no allocation in it
+    for (uint64_t i = 0; i < nq_; ++i) {
+      p.scnt_[i] = p.ccnt_[i] = 0;
+      local_base_[i] = p.wr_[i * pl_].local_addr;
+      remote_base_[i] = p.wr_[i * pl_].remote_addr;
+    }
   }
-  uint64_t totscnt = 0, totccnt = 0;
+
+  // Posts what the send queues have room for; false after a failed post (p.fail was called).
+  bool post(const DurationClock& dur, bool* busy) {
+    for (uint64_t q = 0; q < nq_; ++q) {
+      WorkRequest* w = &p_.wr_[q * pl_];
+      uint64_t& scnt = p_.scnt_[q];
+      while ((scnt < iters_ || duration_) && scnt - p_.ccnt_[q] + pl_ <= tx_depth_) {
+        if (duration_ && dur.done()) break;
+        const uint64_t s = scnt;
+        for (uint64_t j = 0; j < pl_; ++j) w[j].wr_id = q << kQpShift | (s + j + 1);
+        if (pl_ == 1) {
+          // A completion every cq_mod messages, and for the last one.
+          w->signaled = s % cq_mod_ == cq_mod_ - 1 || (!duration_ && s == iters_ - 1);
+        }
+        if (peak_) p_.tposted_[totscnt_] = StallWatch::now_ns();
+        if (const int rc =
+                p_.t_.post_send(static_cast<uint32_t>(q), w, static_cast<uint32_t>(pl_))) {
+          return p_.fail("Couldn't post send: qp " + std::to_string(q) +
+                         " scnt=" + std::to_string(s) + ": " + std::strerror(rc));
+        }
+        if (cycle_) {
+          if ((s + 1) % slots_ == 0) {
+            w->local_addr = local_base_[q];
+            if (!send_) w->remote_addr = remote_base_[q];
+          } else {
+            w->local_addr += stride_;
+            if (!send_) w->remote_addr += stride_;
+          }
+        }
+        scnt += pl_;
+        totscnt_ += pl_;
+        *busy = true;
+      }
+    }
+    return true;
+  }
+
+  // Polls the send CQ; false after a completion in error (p.fail was called).
+  bool poll(const DurationClock& dur, const char* side, bool* busy) {
+    if (!(totccnt_ < tot_iters_ || (duration_ && totccnt_ < totscnt_))) return true;
+    const int ne = p_.t_.poll_send(p_.wc_.data(), static_cast<int>(p_.wc_.size()));
+    for (int i = 0; i < ne; ++i) {
+      const Completion& c = p_.wc_[static_cast<size_t>(i)];
+      if (c.status != WcStatus::kSuccess) {
+        return p_.completion_error(c, side, totccnt_, tot_iters_);
+      }
+      const uint64_t q = c.wr_id >> kQpShift, count = c.wr_id & kCountMask;
+      const uint64_t covered = count - p_.ccnt_[q];
+      p_.ccnt_[q] = count;
+      totccnt_ += covered;
+      if (peak_) {
+        p_.tcompleted_[(totccnt_ > tot_iters_ ? tot_iters_ : totccnt_) - 1] = StallWatch::now_ns();
+      }
+      if (duration_ && dur.sampling()) p_.measured_iters_ += covered;
+    }
+    if (ne > 0) *busy = true;
+    return true;
+  }
+
+  bool done() const { return totscnt_ >= tot_iters_ && totccnt_ >= tot_iters_; }
+  uint64_t completed() const { return totccnt_; }
+  uint64_t total() const { return tot_iters_; }
+
+ private:
+  PerfTest& p_;
+  const uint64_t nq_, pl_, cq_mod_, tx_depth_, iters_, tot_iters_, stride_, slots_;
+  const bool cycle_, send_, duration_, peak_;
+  std::vector<uint64_t> local_base_, remote_base_;
+  uint64_t totscnt_ = 0, totccnt_ = 0;
+};
+
+// The SEND receiver's half (run_iter_bw_server's polling and re-posting), shared by
+// run_iter_bw_server and run_iter_bi.
+class PerfTest::BwReceiver {
+ public:
+  BwReceiver(PerfTest& p, uint64_t size)
+      : p_(p),
+        iters_(p.o_.iters),
+        tot_iters_(p.o_.iters * static_cast<uint64_t>(p.o_.num_qps)),
+        stride_(p.inc(size)),
+        slots_(static_cast<uint64_t>(p.cycle_buffer_) / stride_),
+        cycle_(size <= static_cast<uint64_t>(p.cycle_buffer_) / 2),
+        duration_(p.o_.duration_mode),
+        posted_(static_cast<size_t>(p.o_.num_qps), p.rx_posted_),
+        received_(static_cast<size_t>(p.o_.num_qps), 0) {}
+
+  // Polls the receive CQ and posts each consumed receive again (with -n, no more than the
+  // peer sends); returns the completions seen, or -1 after an error (p.fail was called).
+  int poll(const DurationClock& dur, const char* side) {
+    const int ne = p_.t_.poll_recv(p_.wc_.data(), static_cast<int>(p_.wc_.size()));
+    for (int i = 0; i < ne; ++i) {
+      const Completion& c = p_.wc_[static_cast<size_t>(i)];
+      if (c.status != WcStatus::kSuccess) {
+        p_.completion_error(c, side, rcnt_, tot_iters_);
+        return -1;
+      }
+      const uint64_t q = c.wr_id;
+      ++received_[q];
+      ++rcnt_;
+      if (duration_ && dur.sampling()) ++p_.measured_iters_;
+      if (duration_ || posted_[q] + 1 <= iters_) {
+        RecvRequest& r = p_.rwr_[q];
+        if (const int rc = p_.t_.post_recv(static_cast<uint32_t>(q), &r, 1)) {
+          p_.fail("Couldn't post recv Qp=" + std::to_string(q) +
+                  " rcnt=" + std::to_string(received_[q]) + ": " + std::strerror(rc));
+          return -1;
+        }
+        ++posted_[q];
+        if (cycle_) {
+          r.addr += stride_;
+          if ((posted_[q] + 1) % slots_ == 0) r.addr = p_.layout_[q].recv;
+        }
+      }
+    }
+    return ne;
+  }
+
+  bool done() const { return rcnt_ >= tot_iters_; }
+  uint64_t received() const { return rcnt_; }
+  uint64_t total() const { return tot_iters_; }
+
+ private:
+  PerfTest& p_;
+  const uint64_t iters_, tot_iters_, stride_, slots_;
+  const bool cycle_, duration_;
+  std::vector<uint64_t> posted_, received_;
+  uint64_t rcnt_ = 0;
+};
+
+void PerfTest::finish_bw_window(const DurationClock& dur, uint64_t tot_iters) {
+  if (o_.duration_mode) {
+    tposted_[0] = dur.sample_start();
+    tcompleted_[0] = dur.sample_end();
+  } else {
+    measured_iters_ = tot_iters;
+    if (o_.no_peak) tcompleted_[0] = StallWatch::now_ns();
+  }
+}
+
+bool PerfTest::run_iter_bw(uint64_t size) {
+  const bool duration = o_.duration_mode;
+  BwSender tx(*this, size);
   measured_iters_ = 0;
   DurationClock dur;
   StallWatch watch(o_.stall_timeout_s);
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
-  if (!duration && !peak) tposted_[0] = StallWatch::now_ns();
+  if (!duration && o_.no_peak) tposted_[0] = StallWatch::now_ns();
 
-  while (totscnt < tot_iters || totccnt < tot_iters || (duration && !dur.done())) {
+  while (!tx.done() || (duration && !dur.done())) {
     bool busy = false;
-    for (uint64_t q = 0; q < nq; ++q) {
-      WorkRequest* w = &wr_[q * pl];
-      while ((scnt_[q] < iters || duration) && scnt_[q] - ccnt_[q] + pl <= tx_depth) {
-        if (duration && dur.done()) break;
-        const uint64_t s = scnt_[q];
-        for (uint64_t j = 0; j < pl; ++j) w[j].wr_id = q << kQpShift | (s + j + 1);
-        if (pl == 1) {
-          // A completion every cq_mod messages, and for the last one.
-          w->signaled = s % cq_mod == cq_mod - 1 || (!duration && s == iters - 1);
-        }
-        if (peak) tposted_[totscnt] = StallWatch::now_ns();
-        if (const int rc = t_.post_send(static_cast<uint32_t>(q), w, static_cast<uint32_t>(pl))) {
-          return fail("Couldn't post send: qp " + std::to_string(q) + " scnt=" + std::to_string(s) +
-                      ": " + std::strerror(rc));
-        }
-        if (cycle) {
-          if ((s + 1) % slots == 0) {
-            w->local_addr = local_base[q];
-            if (!send) w->remote_addr = remote_base[q];
-          } else {
-            w->local_addr += stride;
-            if (!send) w->remote_addr += stride;
-          }
-        }
-        scnt_[q] += pl;
-        totscnt += pl;
-        busy = true;
-      }
-    }
+    if (!tx.post(dur, &busy)) return false;
     t_.progress();
     if (duration) dur.poll(StallWatch::now_ns);
-    if (totccnt < tot_iters || (duration && totccnt < totscnt)) {
-      const int ne = t_.poll_send(wc_.data(), static_cast<int>(wc_.size()));
-      for (int i = 0; i < ne; ++i) {
-        const Completion& c = wc_[static_cast<size_t>(i)];
-        if (c.status != WcStatus::kSuccess) {
-          return completion_error(c, "client", totccnt, tot_iters);
-        }
-        const uint64_t q = c.wr_id >> kQpShift, count = c.wr_id & kCountMask;
-        const uint64_t covered = count - ccnt_[q];
-        ccnt_[q] = count;
-        totccnt += covered;
-        if (peak)
-          tcompleted_[(totccnt > tot_iters ? tot_iters : totccnt) - 1] = StallWatch::now_ns();
-        if (duration && dur.sampling()) measured_iters_ += covered;
-      }
-      if (ne > 0) busy = true;
-    }
+    if (!tx.poll(dur, "client", &busy)) return false;
     if (busy) {
       watch.progress();
       continue;
     }
     t_.relax();
-    if (watch.stalled()) {
-      return fail_stalled(totccnt, tot_iters);
-    }
+    if (watch.stalled()) return fail_stalled(tx.completed(), tx.total());
     if (interrupted()) return fail("interrupted");
   }
-  if (duration) {
-    tposted_[0] = dur.sample_start();
-    tcompleted_[0] = dur.sample_end();
-  } else {
-    measured_iters_ = tot_iters;
-    if (!peak) tcompleted_[0] = StallWatch::now_ns();
-  }
+  finish_bw_window(dur, tx.total());
   return true;
 }
 
 bool PerfTest::run_iter_bw_server(uint64_t size) {
-  const uint64_t nq = static_cast<uint64_t>(o_.num_qps);
   const bool duration = o_.duration_mode;
-  const uint64_t iters = o_.iters;
-  const uint64_t tot_iters = iters * nq;
-  const uint64_t cb = static_cast<uint64_t>(cycle_buffer_);
-  const uint64_t stride = inc(size), slots = cb / stride;
-  const bool cycle = size <= cb / 2;
-  std::vector<uint64_t> posted(nq, rx_posted_), received(nq, 0);
-  uint64_t rcnt = 0;
+  BwReceiver rx(*this, size);
   bool first_rx = true;
   measured_iters_ = 0;
   DurationClock dur;
   StallWatch watch(o_.stall_timeout_s);
 
-  while (rcnt < tot_iters || (duration && !dur.done())) {
+  while (!rx.done() || (duration && !dur.done())) {
     t_.progress();
-    const int ne = t_.poll_recv(wc_.data(), static_cast<int>(wc_.size()));
+    const int ne = rx.poll(dur, "server");
+    if (ne < 0) return false;
     if (ne > 0) {
-      const uint64_t now = StallWatch::now_ns();
       if (first_rx) {
         // The clock starts with the first message (set_on_first_rx_packet).
+        const uint64_t now = StallWatch::now_ns();
         if (duration) {
           dur.start(now, o_.duration, o_.margin);
         } else {
@@ -139,44 +230,68 @@ bool PerfTest::run_iter_bw_server(uint64_t size) {
         }
         first_rx = false;
       }
-      for (int i = 0; i < ne; ++i) {
-        const Completion& c = wc_[static_cast<size_t>(i)];
-        if (c.status != WcStatus::kSuccess) return completion_error(c, "server", rcnt, tot_iters);
-        const uint64_t q = c.wr_id;
-        ++received[q];
-        ++rcnt;
-        if (duration && dur.sampling()) ++measured_iters_;
-        if (duration || posted[q] + 1 <= iters) {
-          if (const int rc = t_.post_recv(static_cast<uint32_t>(q), &rwr_[q], 1)) {
-            return fail("Couldn't post recv Qp=" + std::to_string(q) +
-                        " rcnt=" + std::to_string(received[q]) + ": " + std::strerror(rc));
-          }
-          ++posted[q];
-          if (cycle) {
-            rwr_[q].addr += stride;
-            if ((posted[q] + 1) % slots == 0) rwr_[q].addr = layout_[q].recv;
-          }
-        }
-      }
       watch.progress();
     } else {
       t_.relax();
       if (watch.stalled()) {
         return fail("no message for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                    " s: " + std::to_string(rcnt) + " of " + std::to_string(tot_iters) +
+                    " s: " + std::to_string(rx.received()) + " of " + std::to_string(rx.total()) +
                     " received");
       }
       if (interrupted()) return fail("interrupted");
     }
     if (duration && !first_rx) dur.poll(StallWatch::now_ns);
   }
-  if (duration) {
-    tposted_[0] = dur.sample_start();
-    tcompleted_[0] = dur.sample_end();
-  } else {
-    measured_iters_ = tot_iters;
-    tcompleted_[0] = StallWatch::now_ns();
+  finish_bw_window(dur, rx.total());
+  if (!duration) tcompleted_[0] = StallWatch::now_ns();
+  return true;
+}
+
+// perftest's run_iter_bi (send_bw -b): both sides send and receive at once. The client sends
+// from the start, the server from its first receive on (and with -D its clock starts there).
+// With -n a side is done when its own messages are completed and all of the peer's received;
+// with -D at the end of its clock, and the sample counts both the receives and the completed
+// sends. The peak and the average are over this side's sends, as run_iter_bw's.
+bool PerfTest::run_iter_bi(uint64_t size) {
+  const bool duration = o_.duration_mode;
+  BwSender tx(*this, size);
+  BwReceiver rx(*this, size);
+  bool before_first_rx = !o_.client();
+  measured_iters_ = 0;
+  DurationClock dur;
+  StallWatch watch(o_.stall_timeout_s);
+  if (o_.no_peak) tposted_[0] = StallWatch::now_ns();
+  if (duration && !before_first_rx) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
+
+  while (!tx.done() || !rx.done() || (duration && !dur.done())) {
+    bool busy = false;
+    if (!before_first_rx && !tx.post(dur, &busy)) return false;
+    t_.progress();
+    if (duration && !before_first_rx) dur.poll(StallWatch::now_ns);
+    const int ne = rx.poll(dur, "server");
+    if (ne < 0) return false;
+    if (ne > 0) {
+      busy = true;
+      if (before_first_rx) {
+        before_first_rx = false;
+        if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
+      }
+    }
+    if (!tx.poll(dur, "client", &busy)) return false;
+    if (busy) {
+      watch.progress();
+      continue;
+    }
+    t_.relax();
+    if (watch.stalled()) {
+      return fail("no progress for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
+                  " s: " + std::to_string(tx.completed()) + " of " + std::to_string(tx.total()) +
+                  " messages completed, " + std::to_string(rx.received()) + " of " +
+                  std::to_string(rx.total()) + " received");
+    }
+    if (interrupted()) return fail("interrupted");
   }
+  finish_bw_window(dur, tx.total());
   return true;
 }
 

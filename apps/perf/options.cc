@@ -147,7 +147,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-S,--sl", sl, "service level")->type_name("N");
   app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
-  app.add_flag("-b,--bidirectional", bidir, "not supported");
+  app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
   app.add_flag("-e,--events", events, "not supported");
   app.add_option("--config", o->config_file, "device configuration file (or ROCE_CONFIG)")
       ->type_name("FILE");
@@ -207,7 +207,6 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
         "rdma_cm (-R/-z) is not supported: roce-perf exchanges QP data over TCP, as "
         "perftest's Ethernet method does; run both sides without -R");
   }
-  if (bidir) return fail("bidirectional tests (-b) are not supported");
   if (events) return fail("completion events (-e) are not supported: roce-perf polls");
   if (!conn.empty() && conn != "RC") {
     return fail("connection type '" + conn + "' is not supported (only RC)");
@@ -289,6 +288,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (!int_in("cq-mod", cq_mod, 1, kMaxCqMod, &o->cq_mod, &err)) return fail(err);
     o->req_cq_mod = true;
   }
+  if (bidir && !bw) return fail("-b: bidirectional is only available in bw tests");
+  o->duplex = bidir;
   if (no_peak && !bw) return fail("-N: noPeak is only valid for bw tests");
   o->no_peak = no_peak;
   if ((unsorted || histogram) && bw) return fail("-U/-H: available only on latency tests");
@@ -309,6 +310,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (o->duration_mode) return fail("--verify counts messages: use -n, not -D");
     if (o->num_qps != 1) return fail("--verify works with one QP (-q 1)");
     if (o->post_list != 1) return fail("--verify works with -l 1");
+    if (o->duplex) return fail("--verify checks one direction: run it without -b");
   }
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
@@ -370,7 +372,8 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
       return false;
     }
   }
-  if (o->verb == Verb::kSend && bw && !o->client()) o->no_peak = true;
+  // A SEND receiver has no posts to time; in -b both sides send, and both compute the peak.
+  if (o->verb == Verb::kSend && bw && !o->client() && !o->duplex) o->no_peak = true;
   // perftest's work-around for odd receive depths in SEND tests.
   // (perftest: RUN_REGULAR only; with several sizes the extra receive would stay posted.)
   if (o->verb == Verb::kSend && o->rx_depth % 2 == 1 && !o->run_all && o->size_list.empty()) {

@@ -53,6 +53,7 @@ struct PerfOptions {
   int cq_mod = 100;
   bool req_cq_mod = false;
   bool no_peak = false;
+  bool duplex = false;  // -b: both sides send (perftest's user_param.duplex)
   bool report_unsorted = false;
   bool report_histogram = false;
   int qp_timeout = 14;

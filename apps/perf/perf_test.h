@@ -2,7 +2,7 @@
 // reports. Methods are split by topic, as the engine's are:
 //   session.cc   the connection sequence of each perftest test, and the reports
 //   resources.cc buffers, QPs, addresses, connecting, work request templates
-//   bw.cc        bandwidth loops (perftest's run_iter_bw / run_iter_bw_server)
+//   bw.cc        bandwidth loops (perftest's run_iter_bw / run_iter_bw_server / run_iter_bi)
 //   lat.cc       latency loops (run_iter_lat_write / run_iter_lat / run_iter_lat_send)
 //   verify.cc    --verify: every byte of every message checked end to end
 #pragma once
@@ -119,6 +119,9 @@ class PerfTest {
   bool hand_shake();
   bool close_connection();
   bool bw_client_sizes();
+  bool bw_duplex_sizes();
+  bool send_bw_duplex();
+  bool exchange_and_print_sum();
   bool fail(const std::string& why, int code = 1);
   // A transfer that made no progress for --timeout / the default stall limit.
   bool fail_stalled(uint64_t done, uint64_t total);
@@ -137,6 +140,11 @@ class PerfTest {
   // bw.cc
   bool run_iter_bw(uint64_t size);
   bool run_iter_bw_server(uint64_t size);
+  bool run_iter_bi(uint64_t size);
+  class BwSender;
+  class BwReceiver;
+  // The report's window: -D's sample, or the end of a -n run without per-message stamps.
+  void finish_bw_window(const DurationClock& dur, uint64_t tot_iters);
   BwReport bw_report(uint64_t size) const;
 
   // lat.cc

@@ -44,6 +44,7 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
     std::printf("%s ", o.atomic_type == AtomicType::kCmpAndSwap ? "CMP_AND_SWAP" : "FETCH_AND_ADD");
   }
   if (o.kind == TestKind::kBw) {
+    if (o.duplex) std::printf("Bidirectional ");
     if (o.post_list > 1) std::printf("Post List ");
     std::printf("BW ");
   } else {
@@ -55,9 +56,10 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
   std::printf(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF");
   std::printf(" PCIe relax order: %s\n", "Unsupported");
   std::printf(" ibv_wr* API     : %s\n", "OFF");
-  if (o.client()) std::printf(" TX depth        : %d\n", o.tx_depth);
+  if (o.client() || o.duplex) std::printf(" TX depth        : %d\n", o.tx_depth);
   if (o.post_list > 1) std::printf(" Post List       : %d\n", o.post_list);
-  if (o.verb == Verb::kSend && !o.client()) std::printf(" RX depth        : %d\n", o.rx_depth);
+  if (o.verb == Verb::kSend && (!o.client() || o.duplex))
+    std::printf(" RX depth        : %d\n", o.rx_depth);
   if (o.kind == TestKind::kBw) std::printf(" CQ Moderation   : %d\n", o.cq_mod);
   std::printf(" Mtu             : %u[B]\n", mtu_bytes(b.mtu));
   std::printf(" Link type       : %s\n", "Ethernet");
@@ -143,14 +145,21 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
   return r;
 }
 
-void print_bw_report(const PerfOptions& o, const BwReport& r) {
+void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote) {
+  // perftest picks the format by this side's own average, before the peer's is added.
   const bool inc_accuracy = r.bw_avg < 0.1 && o.report_gbits;
+  double peak = r.bw_peak, avg = r.bw_avg, rate = r.msg_rate;
+  if (remote) {
+    peak += remote->bw_peak;
+    avg += remote->bw_avg;
+    rate += remote->msg_rate;
+  }
   if (inc_accuracy) {
     std::printf(" %-7lu    %" PRIu64 "           %-7.6lf            %-7.6lf            %-7.6lf",
-                static_cast<unsigned long>(r.size), r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
+                static_cast<unsigned long>(r.size), r.iters, peak, avg, rate);
   } else {
     std::printf(" %-7lu    %-10" PRIu64 "       %-7.2lf            %-7.2lf\t\t   %-7.6lf",
-                static_cast<unsigned long>(r.size), r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
+                static_cast<unsigned long>(r.size), r.iters, peak, avg, rate);
   }
   std::printf("\n");
   std::fflush(stdout);

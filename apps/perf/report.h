@@ -42,7 +42,10 @@ struct BwSamples {
 };
 // print_report_bw: computes the report (and prints it unless `print` is false).
 BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples& s);
-void print_bw_report(const PerfOptions& o, const BwReport& r);
+// print_full_bw_report: one result line. With `remote` (-b: the peer's report of its own
+// direction), peak, average and message rate are the sums of both directions; #bytes and
+// #iterations stay this side's, as perftest prints them.
+void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr);
 
 // print_report_lat: `posted` holds iters timestamps; the deltas between them are the samples.
 // `scratch` must hold iters entries (sorted in place: no allocation while printing).

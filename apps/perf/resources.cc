@@ -222,7 +222,8 @@ bool PerfTest::connect_qps() {
     a.timeout = static_cast<uint8_t>(o_.qp_timeout);
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.to_rts = o_.kind == TestKind::kLat || o_.client();
+    // A bw server only answers, unless -b makes it send too.
+    a.to_rts = o_.kind == TestKind::kLat || o_.client() || o_.duplex;
     if (!t_.connect(static_cast<uint32_t>(i), a, &err)) return fail(err);
   }
   return true;

@@ -170,13 +170,39 @@ bool PerfTest::bw_client_sizes() {
   return true;
 }
 
-// write_bw.c / read_bw.c / atomic_bw.c (unidirectional).
+// -b: swaps this size's report with the peer's and prints the sum of both directions
+// (xchg_bw_reports, print_full_bw_report(my, rem)).
+bool PerfTest::exchange_and_print_sum() {
+  std::string err;
+  BwReport theirs;
+  if (!oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
+  print_bw_report(o_, last_report_, &theirs);
+  return true;
+}
+
+// write_bw.c / read_bw.c / atomic_bw.c with -b: both sides are requesters and run the same
+// sequence. Per size: a start barrier, the run, with several sizes a barrier after it (perftest
+// gates it on its own version >= 4.6), then the report exchange; then the closing exchange.
+bool PerfTest::bw_duplex_sizes() {
+  for (uint64_t size : o_.size_list) {
+    set_send_wqes(size);
+    if (!hand_shake() || !run_iter_bw(size)) return false;
+    if (o_.multi_size && !hand_shake()) return false;
+    last_report_ = bw_report(size);
+    if (!exchange_and_print_sum()) return false;
+  }
+  std::printf("%s", kResultLine);
+  return close_connection();
+}
+
+// write_bw.c / read_bw.c / atomic_bw.c.
 bool PerfTest::run_write_read_atomic_bw() {
   if (!exchange_addresses(false) || !connect_qps() || !print_addresses_and_exchange()) {
     return false;
   }
   if (!hand_shake()) return false;  // after RTR
   print_bw_header(o_);
+  if (o_.duplex) return bw_duplex_sizes();
   std::string err;
   if (!o_.client()) {
     if (o_.verify) {
@@ -200,12 +226,33 @@ bool PerfTest::run_write_read_atomic_bw() {
   return close_connection();
 }
 
-// send_bw.c (unidirectional): both sides measure and report.
+// send_bw.c with -b: both sides post receives and send (run_iter_bi). Per size: the barrier
+// once the receives are posted, the run, the report exchange and the summed line (with -D no
+// exchange: each side prints its own line, which counts what it sent and received), and with
+// several sizes one more barrier.
+bool PerfTest::send_bw_duplex() {
+  for (uint64_t size : o_.size_list) {
+    set_send_wqes(size);
+    if (!post_receives(size) || !hand_shake() || !run_iter_bi(size)) return false;
+    last_report_ = bw_report(size);
+    if (o_.duration_mode) {
+      print_bw_report(o_, last_report_);
+    } else if (!exchange_and_print_sum()) {
+      return false;
+    }
+    if (o_.multi_size && !hand_shake()) return false;
+  }
+  std::printf("%s", kResultLine);
+  return close_connection();
+}
+
+// send_bw.c: both sides measure and report.
 bool PerfTest::run_send_bw() {
   if (!exchange_addresses(false) || !connect_qps()) return false;
   if (!hand_shake()) return false;
   if (!print_addresses_and_exchange()) return false;
   print_bw_header(o_);
+  if (o_.duplex) return send_bw_duplex();
   for (uint64_t size : o_.size_list) {
     if (o_.client()) {
       set_send_wqes(size);

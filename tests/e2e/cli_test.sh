@@ -30,7 +30,8 @@ expect 2 "test is required"
 expect 2 "unknown test 'write_bandwidth'" write_bandwidth
 expect 2 "not expected: --bogus" write_bw --bogus
 expect 2 "rdma_cm .* not supported" write_bw -R
-expect 2 "bidirectional" send_bw -b
+expect 2 "-b: bidirectional is only available in bw tests" send_lat -b
+expect 2 "--verify checks one direction: run it without -b" write_bw --verify -b
 expect 2 "only RC" write_bw -c UD
 expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "iters: 'many'" write_bw -n many

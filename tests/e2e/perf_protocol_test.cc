@@ -279,6 +279,53 @@ TEST(Report, BwLineHasPerftestsColumns) {
   EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
 }
 
+TEST(Report, BidirectionalLineSumsBothDirectionsButKeepsOurIterations) {
+  // print_full_bw_report(my, rem): peak, average and rate summed; #bytes and #iterations ours;
+  // the extra digits chosen by our own average (below 0.1 Gb/s), not by the sum.
+  PerfOptions o;
+  o.duplex = true;
+  char expect[256];
+  const BwReport mine{65536, 5000, 1655.5, 1500.25, 0.024};
+  const BwReport theirs{65536, 4000, 1000.25, 900.5, 0.014};
+  testing::internal::CaptureStdout();
+  print_bw_report(o, mine, &theirs);
+  std::snprintf(expect, sizeof expect, kReportFmt, 65536ul, 5000ul, 2655.75, 2400.75, 0.038);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+  o.report_gbits = true;
+  testing::internal::CaptureStdout();
+  print_bw_report(o, BwReport{2, 1000, 0.05, 0.04, 1.25}, &theirs);
+  std::snprintf(expect, sizeof expect, kReportFmtExt, 2ul, 1000ul, 1000.3, 900.54, 1.264);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+}
+
+TEST(Report, BidirectionalBannerIsPerftests) {
+  // ctx_print_test_info: "Bidirectional" in the title; the server shows its TX depth, and a
+  // send_bw client its RX depth, since both sides send and receive.
+  PerfOptions o;
+  o.verb = Verb::kSend;
+  o.duplex = true;
+  o.tx_depth = 128;
+  o.rx_depth = 512;
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  const std::string server = testing::internal::GetCapturedStdout();
+  EXPECT_NE(server.find("                    Send Bidirectional BW Test\n"), std::string::npos);
+  EXPECT_NE(server.find(" TX depth        : 128\n"), std::string::npos);
+  EXPECT_NE(server.find(" RX depth        : 512\n"), std::string::npos);
+  o.servername = "10.0.0.1";
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  EXPECT_NE(testing::internal::GetCapturedStdout().find(" RX depth        : 512\n"),
+            std::string::npos);
+  o.duplex = false;
+  o.servername.clear();
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  const std::string plain = testing::internal::GetCapturedStdout();
+  EXPECT_NE(plain.find("                    Send BW Test\n"), std::string::npos);
+  EXPECT_EQ(plain.find(" TX depth"), std::string::npos);
+}
+
 TEST(Report, BwArithmeticIsPerftests) {
   // 4 messages of 1 MiB, one completion each, 1 ms apart: 4 MiB in 4 ms = 1000 MiB/s.
   PerfOptions o;

@@ -3,8 +3,8 @@
 # on one side, roce-perf on the other, both over the stack: perftest runs on our drop-in
 # libibverbs (verbs_shim/), with stand-ins for the provider libraries it links (perftest_stubs/).
 # Every test in both directions (perftest as server, then as client), plus the multi-size (-a),
-# multi-QP (-q) and duration (-D) sequences: both sides must finish with exit 0 and print their
-# results. This is the check that roce-perf speaks perftest's out-of-band protocol.
+# multi-QP (-q), duration (-D) and bidirectional (-b) sequences: both sides must finish with
+# exit 0 and print their results. This is the check that roce-perf speaks perftest's out-of-band protocol.
 #
 # Usage: perftest_interop_test.sh ROCE_PERF SHIM_DIR STUB_DIR
 E2E_NAME=interop
@@ -56,6 +56,20 @@ interop() {
     report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
   done
   echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+  # -b: each side prints its own direction plus the one the peer reported, so with a report
+  # exchange (all but send_bw -D) the sums (peak, average, message rate) match on both sides.
+  if [[ " $* " == *" -b "* && !($t == send_bw && " $* " == *" -D "*) ]]; then
+    local sums
+    sums=$(for side in server client; do
+      report_lines "$WORK/$name.$side.out" | awk '{print $1, $3, $4, $5}' | md5sum
+    done | sort -u | wc -l)
+    ((sums == 1)) || {
+      report_lines "$WORK/$name.server.out"
+      report_lines "$WORK/$name.client.out"
+      die "$name: the two sides print different bidirectional sums"
+    }
+    grep -q "Bidirectional BW Test" "$WORK/$name.server.out" || die "$name: no bidirectional banner"
+  fi
 }
 
 for mode in ps rs; do
@@ -65,5 +79,13 @@ for mode in ps rs; do
   interop $mode send_bw -a -n 5
   interop $mode write_bw -q 3 -s 4096 -n 500
   interop $mode send_lat -D 2
+  # -b: both sides send at once.
+  for t in write_bw read_bw send_bw atomic_bw; do
+    interop $mode $t -b -n 200
+  done
+  interop $mode write_bw -b -a -n 5
+  interop $mode send_bw -b -a -n 5
+  interop $mode write_bw -b -q 2 -D 2
+  interop $mode send_bw -b -D 2
 done
 log "PASS"
