@@ -43,7 +43,10 @@ RespOut* Engine::resp_out_push(Qp& qp) {
 // the reply's tx burst instead of costing a burst of its own ahead of it (in inline mode the
 // application polls the engine, so the ACK would otherwise always go first). An ACK that
 // coalesces later requests keeps its poll: a stream of requests is still acknowledged every
-// poll.
+// poll. If the QP's requester has output in the same poll as the request (an application on
+// another thread answered between the receive and the engine's doorbell check), the ACK leaves
+// at once, ahead of it: a peer may take its send completion and its next receive in the order
+// they arrive (perftest's send_lat -e reads a stale completion otherwise).
 void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   auto& r = qp.rcv_;
   const bool plain_ack = wire::aeth_type(syndrome) == wire::AethType::kAck;
@@ -484,7 +487,9 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
   if (!qp.path_ready_) return false;
   while (budget && tx_room() && r.out_head != r.out_tail) {
     RespOut& e = r.out[r.out_head % Qp::Recv::kOutSize];
-    if (e.not_before_poll > poll_seq_) return true;  // a plain ACK waits for the next poll
+    // A plain ACK waits for the next poll, unless this QP's requester is about to send:
+    // then it goes first, so a reply never overtakes the ACK of the request it answers.
+    if (e.not_before_poll > poll_seq_ && !qp.snd_.active) return true;
     // READ responses are data: the rate limit applies (ACKs are never held).
     if (e.kind == RespOut::kRead && !cc_may_send(qp)) return false;
     PktBuf* b = tx_buf();

@@ -92,6 +92,35 @@ TEST(Responder, AcksQueuedBeforeTheNeighbourResolvesAreSentAfterIt) {
   EXPECT_EQ(out[0].msn(), 2u);
 }
 
+// A plain ACK waits for the engine's next poll, to share the reply's burst. But when the
+// application answers within the poll that delivered the request (it runs on another thread
+// and posted between the receive and the engine's doorbell check; here it posts from the CQ's
+// notification, inside that poll), the reply must not leave ahead of the ACK: perftest's
+// send_lat -e takes whichever completion event comes first, and with the peer's next SEND ahead
+// of the ACK it read an empty send CQ and failed with a garbage status (1 run in 2 over our
+// libibverbs, both sides perftest).
+TEST(Responder, AReplyPostedInTheSamePollDoesNotOvertakeTheAck) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  struct Ctx {
+    ProtocolHarness* h;
+    int rc = -1;
+  } ctx{&h};
+  h.cq()->set_notify(
+      [](void* p, CompletionQueue*) {
+        auto* c = static_cast<Ctx*>(p);
+        c->rc = c->h->post_send(WrOpcode::kSend, 7, 1024, 8);
+      },
+      &ctx);
+  h.cq()->arm(false);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 100)});
+  ASSERT_EQ(ctx.rc, 0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].psn(), P0);
+  EXPECT_EQ(out[1].opcode(), op::kRcSendOnly);
+}
+
 TEST(Responder, MultiPacketSendAckedOnceOnLast) {
   ProtocolHarness h;
   h.post_recv(1, 0, 4096);
