@@ -78,9 +78,11 @@ class PerfTest::BwSender {
     return true;
   }
 
-  // Polls the send CQ; false after a completion in error (p.fail was called).
-  bool poll(const DurationClock& dur, const char* side, bool* busy) {
+  // Polls the send CQ, with -e after waiting for the CQs `wait` (0: none); false after a
+  // completion in error or a failed wait (p.fail was called).
+  bool poll(const DurationClock& dur, const char* side, unsigned wait, bool* busy) {
     if (!(totccnt_ < tot_iters_ || (duration_ && totccnt_ < totscnt_))) return true;
+    if (!p_.await_cqs(wait)) return false;
     const int ne = p_.t_.poll_send(p_.wc_.data(), static_cast<int>(p_.wc_.size()));
     for (int i = 0; i < ne; ++i) {
       const Completion& c = p_.wc_[static_cast<size_t>(i)];
@@ -127,9 +129,11 @@ class PerfTest::BwReceiver {
         posted_(static_cast<size_t>(p.o_.num_qps), p.rx_posted_),
         received_(static_cast<size_t>(p.o_.num_qps), 0) {}
 
-  // Polls the receive CQ and posts each consumed receive again (with -n, no more than the
-  // peer sends); returns the completions seen, or -1 after an error (p.fail was called).
-  int poll(const DurationClock& dur, const char* side) {
+  // Polls the receive CQ (with -e after waiting for the CQs `wait`) and posts each consumed
+  // receive again (with -n, no more than the peer sends); returns the completions seen, or -1
+  // after an error (p.fail was called).
+  int poll(const DurationClock& dur, const char* side, unsigned wait) {
+    if (!p_.await_cqs(wait)) return -1;
     const int ne = p_.t_.poll_recv(p_.wc_.data(), static_cast<int>(p_.wc_.size()));
     for (int i = 0; i < ne; ++i) {
       const Completion& c = p_.wc_[static_cast<size_t>(i)];
@@ -185,7 +189,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
   BwSender tx(*this, size);
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   if (!duration && o_.no_peak) tposted_[0] = StallWatch::now_ns();
 
@@ -194,7 +198,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
     if (!tx.post(dur, &busy)) return false;
     t_.progress();
     if (duration) dur.poll(StallWatch::now_ns);
-    if (!tx.poll(dur, "client", &busy)) return false;
+    if (!tx.poll(dur, "client", Transport::kSendCq, &busy)) return false;
     if (busy) {
       watch.progress();
       continue;
@@ -213,11 +217,11 @@ bool PerfTest::run_iter_bw_server(uint64_t size) {
   bool first_rx = true;
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
 
   while (!rx.done() || (duration && !dur.done())) {
     t_.progress();
-    const int ne = rx.poll(dur, "server");
+    const int ne = rx.poll(dur, "server", Transport::kRecvCq);
     if (ne < 0) return false;
     if (ne > 0) {
       if (first_rx) {
@@ -259,7 +263,7 @@ bool PerfTest::run_iter_bi(uint64_t size) {
   bool before_first_rx = !o_.client();
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
   if (o_.no_peak) tposted_[0] = StallWatch::now_ns();
   if (duration && !before_first_rx) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
 
@@ -268,7 +272,8 @@ bool PerfTest::run_iter_bi(uint64_t size) {
     if (!before_first_rx && !tx.post(dur, &busy)) return false;
     t_.progress();
     if (duration && !before_first_rx) dur.poll(StallWatch::now_ns);
-    const int ne = rx.poll(dur, "server");
+    // perftest's run_iter_bi waits for an event of either CQ before it polls the receives.
+    const int ne = rx.poll(dur, "server", Transport::kSendCq | Transport::kRecvCq);
     if (ne < 0) return false;
     if (ne > 0) {
       busy = true;
@@ -277,7 +282,7 @@ bool PerfTest::run_iter_bi(uint64_t size) {
         if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
       }
     }
-    if (!tx.poll(dur, "client", &busy)) return false;
+    if (!tx.poll(dur, "client", 0, &busy)) return false;
     if (busy) {
       watch.progress();
       continue;

@@ -8,21 +8,23 @@
 
 namespace roce::perf {
 
-namespace {
-
-// Spins until pred() holds, driving an inline engine; false on stall or interruption.
+// Spins until pred() holds, driving an inline engine; with -e and `cqs` (Transport::kSendCq /
+// kRecvCq), sleeps on those CQs' events between tries instead. False on stall, interruption
+// or a failed wait (then fail() was called).
 template <typename Pred>
-bool spin(Transport& t, StallWatch& watch, Pred pred) {
+bool PerfTest::spin(StallWatch& watch, unsigned cqs, Pred pred) {
   watch.progress();
   while (!pred()) {
-    t.progress();
-    t.relax();
+    if (o_.use_event && cqs) {
+      if (!await_cqs(cqs)) return false;
+    } else {
+      t_.progress();
+      t_.relax();
+    }
     if (watch.stalled() || interrupted()) return false;
   }
   return true;
 }
-
-}  // namespace
 
 bool PerfTest::run_iter_lat_write(uint64_t size) {
   const bool duration = o_.duration_mode;
@@ -37,7 +39,7 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
   uint64_t scnt = 0, ccnt = 0, rcnt = 0;
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   Completion c;
 
@@ -45,7 +47,7 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
     if ((rcnt < iters || duration) && !(scnt < 1 && !o_.client())) {
       ++rcnt;
       const auto want = static_cast<uint8_t>(rcnt);
-      if (!spin(t_, watch, [&] {
+      if (!spin(watch, 0, [&] {
             if (duration) dur.tick(StallWatch::now_ns());
             return *poll_buf == want || (duration && dur.done());
           })) {
@@ -65,7 +67,7 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
     if (duration && dur.done()) break;
     if (ccnt < iters || duration) {
       int ne = 0;
-      if (!spin(t_, watch, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
+      if (!spin(watch, 0, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
         return fail(interrupted() ? "interrupted" : "no completion for a WRITE");
       }
       if (c.status != WcStatus::kSuccess) return completion_error(c, "client", ccnt, iters);
@@ -86,7 +88,7 @@ bool PerfTest::run_iter_lat(uint64_t size) {
   uint64_t scnt = 0;
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   Completion c;
 
@@ -100,7 +102,7 @@ bool PerfTest::run_iter_lat(uint64_t size) {
       if (dur.done()) break;
     }
     int ne = 0;
-    if (!spin(t_, watch, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
+    if (!spin(watch, Transport::kSendCq, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
       return fail(interrupted() ? "interrupted" : "no completion for a READ");
     }
     if (c.status != WcStatus::kSuccess) return completion_error(c, "client", scnt, iters);
@@ -123,14 +125,14 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
   bool first_rx = true;
   measured_iters_ = 0;
   DurationClock dur;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch();
   Completion c;
 
   while (scnt < iters || rcnt < iters || (duration && !dur.done())) {
     // The server waits for the client's message first; the client sends first.
     if ((rcnt < iters || duration) && !(scnt < 1 && o_.client())) {
       int ne = 0;
-      if (!spin(t_, watch, [&] {
+      if (!spin(watch, Transport::kRecvCq, [&] {
             if (duration && !first_rx) dur.tick(StallWatch::now_ns());
             if (duration && dur.done()) return true;
             return (ne = t_.poll_recv(&c, 1)) != 0;
@@ -167,7 +169,7 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
       }
       if (poll) {
         int ne = 0;
-        if (!spin(t_, watch, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
+        if (!spin(watch, Transport::kSendCq, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
           return fail(interrupted() ? "interrupted" : "no completion for a SEND");
         }
         if (c.status != WcStatus::kSuccess) return completion_error(c, "client", scnt, iters);

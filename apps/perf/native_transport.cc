@@ -2,7 +2,10 @@
 
 #include "apps/perf/oob.h"
 
+#include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -32,7 +35,10 @@ std::unique_ptr<NativeTransport> NativeTransport::open(const DeviceConfig& cfg, 
   return t;
 }
 
-NativeTransport::~NativeTransport() { close(); }
+NativeTransport::~NativeTransport() {
+  close();
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
 
 void NativeTransport::quiesce() {
   if (!dev_) return;
@@ -256,6 +262,60 @@ bool NativeTransport::wait_link(double timeout_s, std::string* err) {
     }
   }
   return true;
+}
+
+void NativeTransport::on_notify(void* self, CompletionQueue* cq) {
+  auto* t = static_cast<NativeTransport*>(self);
+  t->fired_.fetch_or(cq == t->send_cq_ ? kSendCq : kRecvCq, std::memory_order_release);
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t w = write(t->event_fd_, &one, sizeof one);  // cannot overflow
+}
+
+bool NativeTransport::enable_events(std::string* err) {
+  if (inline_) {
+    *err = "completion events need the engine thread (the inline engine runs only when polled)";
+    return false;
+  }
+  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (event_fd_ < 0) {
+    *err = std::string("eventfd: ") + std::strerror(errno);
+    return false;
+  }
+  dev_->runner().run([this] {
+    send_cq_->set_notify(&NativeTransport::on_notify, this);
+    if (recv_cq_) recv_cq_->set_notify(&NativeTransport::on_notify, this);
+  });
+  send_cq_->arm(false);
+  if (recv_cq_) recv_cq_->arm(false);
+  return true;
+}
+
+int NativeTransport::await_completion(unsigned cqs, double timeout_s, std::string* err) {
+  CompletionQueue* const recv = recv_cq_ ? recv_cq_ : send_cq_;
+  const auto ready = [&] {
+    return ((cqs & kSendCq) && send_cq_->ready()) || ((cqs & kRecvCq) && recv->ready());
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    // Every CQ is armed or has an event not yet taken (then it is re-armed below, before the
+    // caller polls): a completion this check misses wakes the poll() below.
+    if (ready()) return 1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    pollfd p{event_fd_, POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno != EINTR) {
+      *err = std::string("waiting for a completion event: ") + std::strerror(errno);
+      return -1;
+    }
+    if (rc <= 0) continue;  // timed out (the deadline check returns) or interrupted
+    uint64_t n = 0;
+    [[maybe_unused]] const ssize_t r = read(event_fd_, &n, sizeof n);
+    const unsigned fired = fired_.exchange(0, std::memory_order_acquire);
+    if (fired & kSendCq) send_cq_->arm(false);
+    if ((fired & kRecvCq) && recv_cq_) recv_cq_->arm(false);
+  }
 }
 
 std::string NativeTransport::counters_text() { return dev_ ? dev_->counters_text() : ""; }

@@ -3,6 +3,7 @@
 // the runner; posts and polls go straight to the QP and CQ rings from the caller's thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,8 @@ class NativeTransport final : public Transport {
   void relax() override;
   bool inline_engine() const override { return inline_; }
   bool wait_link(double timeout_s, std::string* err) override;
+  bool enable_events(std::string* err) override;
+  int await_completion(unsigned cqs, double timeout_s, std::string* err) override;
 
   std::string counters_text() override;
   void quiesce() override;
@@ -63,6 +66,10 @@ class NativeTransport final : public Transport {
   std::vector<SendWr> wr_scratch_;
   std::vector<Sge> sge_scratch_;
   std::vector<Cqe> cqe_scratch_;
+  // -e: the engine's notification (on its thread) marks the CQ in fired_ and wakes event_fd_.
+  static void on_notify(void* self, CompletionQueue* cq);
+  int event_fd_ = -1;
+  std::atomic<unsigned> fired_{0};
 };
 
 }  // namespace roce::perf

@@ -148,7 +148,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
   app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
-  app.add_flag("-e,--events", events, "not supported");
+  app.add_flag("-e,--events", events, "sleep on completion events instead of polling");
   app.add_option("--config", o->config_file, "device configuration file (or ROCE_CONFIG)")
       ->type_name("FILE");
   app.add_option("--device", o->device_spec,
@@ -207,7 +207,6 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
         "rdma_cm (-R/-z) is not supported: roce-perf exchanges QP data over TCP, as "
         "perftest's Ethernet method does; run both sides without -R");
   }
-  if (events) return fail("completion events (-e) are not supported: roce-perf polls");
   if (!conn.empty() && conn != "RC") {
     return fail("connection type '" + conn + "' is not supported (only RC)");
   }
@@ -288,6 +287,13 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (!int_in("cq-mod", cq_mod, 1, kMaxCqMod, &o->cq_mod, &err)) return fail(err);
     o->req_cq_mod = true;
   }
+  if (events && o->inline_engine) {
+    return fail("-e sleeps until the engine thread reports a completion: drop --inline-engine");
+  }
+  if (events && o->verb == Verb::kWrite) {
+    return fail("-e: events are not available on the WRITE verb (write_bw, write_lat)");
+  }
+  o->use_event = events;
   if (bidir && !bw) return fail("-b: bidirectional is only available in bw tests");
   o->duplex = bidir;
   if (no_peak && !bw) return fail("-N: noPeak is only valid for bw tests");
@@ -311,6 +317,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (o->num_qps != 1) return fail("--verify works with one QP (-q 1)");
     if (o->post_list != 1) return fail("--verify works with -l 1");
     if (o->duplex) return fail("--verify checks one direction: run it without -b");
+    if (o->use_event) return fail("--verify polls its completions: run it without -e");
   }
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
@@ -348,7 +355,10 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
     }
   }
   // Big messages need no completion moderation, and with it the bandwidth would be skewed.
-  if (o->size > 8192 && !o->run_all && o->size_list.empty() && !o->req_cq_mod) o->cq_mod = 1;
+  // (Not with -e: perftest keeps the moderation there, one event per completion would cost.)
+  if (o->size > 8192 && !o->run_all && o->size_list.empty() && !o->req_cq_mod && !o->use_event) {
+    o->cq_mod = 1;
+  }
   if (o->cq_mod > o->tx_depth) o->cq_mod = o->tx_depth;
   if (o->verb == Verb::kRead || o->verb == Verb::kAtomic) o->inline_size = 0;
   if (o->post_list > 1) {
@@ -364,6 +374,10 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
     }
   }
   if (o->duration_mode) {
+    if (o->use_event) {
+      *err = "-D: duration mode doesn't work with events (-e)";
+      return false;
+    }
     o->iters = 0;
     o->no_peak = true;
     if (o->margin < 0) o->margin = o->duration / 4;

@@ -53,7 +53,8 @@ struct PerfOptions {
   int cq_mod = 100;
   bool req_cq_mod = false;
   bool no_peak = false;
-  bool duplex = false;  // -b: both sides send (perftest's user_param.duplex)
+  bool duplex = false;     // -b: both sides send (perftest's user_param.duplex)
+  bool use_event = false;  // -e: sleep on completion events instead of polling the CQs
   bool report_unsorted = false;
   bool report_histogram = false;
   int qp_timeout = 14;

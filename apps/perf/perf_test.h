@@ -29,11 +29,15 @@ struct QpLayout {
 // Detects a transfer that stopped making progress (bounded by --timeout).
 class StallWatch {
  public:
-  explicit StallWatch(double timeout_s) : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)) {}
+  // `sleeping`: the idle passes sleep (-e waits on events), so each one reads the clock.
+  explicit StallWatch(double timeout_s, bool sleeping = false)
+      : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)), mask_(sleeping ? 0 : 4095) {}
   void progress() { idle_ = 0; }
-  // Called on every idle pass; looks at the clock only every 4096 passes.
+  // Called on every idle pass; a busy loop looks at the clock only every 4096 passes.
   bool stalled() {
-    if (limit_ns_ == 0 || (++idle_ & 4095) != 1) return false;
+    if (limit_ns_ == 0) return false;
+    ++idle_;
+    if (mask_ && (idle_ & mask_) != 1) return false;
     const uint64_t now = now_ns();
     if (idle_ == 1) since_ = now;
     return now - since_ > limit_ns_;
@@ -46,6 +50,7 @@ class StallWatch {
 
  private:
   uint64_t limit_ns_;
+  uint64_t mask_;
   uint64_t idle_ = 0;
   uint64_t since_ = 0;
 };
@@ -136,6 +141,12 @@ class PerfTest {
   bool post_receives(uint64_t size);
   uint64_t inc(uint64_t size) const;  // perftest's INC(): stride of messages in a cycle buffer
   bool completion_error(const Completion& c, const char* where, uint64_t done, uint64_t total);
+  // -e: sleeps until a CQ of `cqs` (Transport::kSendCq / kRecvCq) holds a completion, for at
+  // most kEventSliceS so that the loops still see stalls and interrupts; false after an
+  // error (fail() was called). Without -e, or with cqs 0, returns true at once.
+  static constexpr double kEventSliceS = 0.1;
+  bool await_cqs(unsigned cqs);
+  StallWatch stall_watch() const { return StallWatch(o_.stall_timeout_s, o_.use_event); }
 
   // bw.cc
   bool run_iter_bw(uint64_t size);
@@ -151,6 +162,8 @@ class PerfTest {
   bool run_iter_lat_write(uint64_t size);
   bool run_iter_lat(uint64_t size);
   bool run_iter_lat_send(uint64_t size);
+  template <typename Pred>
+  bool spin(StallWatch& watch, unsigned cqs, Pred pred);
   void lat_report(uint64_t size);
 
   // verify.cc

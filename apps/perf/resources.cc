@@ -166,7 +166,9 @@ bool PerfTest::allocate() {
   s.send_cq_depth = static_cast<uint32_t>((o_.tx_depth + o_.cq_mod) * o_.num_qps) * 2;
   s.recv_cq_depth = send ? static_cast<uint32_t>(o_.rx_depth * o_.num_qps) * 2 : 0;
   s.max_post_list = static_cast<uint32_t>(o_.post_list);
+  s.events = o_.use_event;
   if (!t_.create_qps(s, &err)) return fail(err);
+  if (o_.use_event && !t_.enable_events(&err)) return fail(err);
 
   // Sample arrays: one timestamp per message unless the peak is skipped (alloc_ctx).
   const uint64_t n = o_.duration_mode ? 1 : o_.iters * nq;
@@ -304,6 +306,13 @@ bool PerfTest::completion_error(const Completion& c, const char* where, uint64_t
               " (status " + std::to_string(static_cast<int>(c.status)) + ") on QP " +
               std::to_string(c.qp_num) + " after " + std::to_string(done) + " of " +
               std::to_string(total) + " messages");
+}
+
+bool PerfTest::await_cqs(unsigned cqs) {
+  if (!o_.use_event || !cqs) return true;
+  std::string err;
+  if (t_.await_completion(cqs, kEventSliceS, &err) < 0) return fail(err);
+  return true;
 }
 
 PerfTest::~PerfTest() {

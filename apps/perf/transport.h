@@ -40,6 +40,7 @@ struct QpSetup {
   uint32_t send_cq_depth = 1;
   uint32_t recv_cq_depth = 1;  // 0: no receive CQ (receives complete on the send CQ)
   uint32_t max_post_list = 1;  // longest list handed to one post_send call
+  bool events = false;         // -e: the CQs will be waited on (Transport::enable_events)
 };
 
 // INIT -> RTR (-> RTS) in one call, with the peer's values from the out-of-band exchange.
@@ -117,6 +118,15 @@ class Transport {
   virtual void relax() = 0;
   // Whether progress() does anything.
   virtual bool inline_engine() const = 0;
+
+  // -e: completion events (perftest's ibv_req_notify_cq / ibv_get_cq_event) instead of busy
+  // polling. enable_events arms both CQs, once, before the first post; false with *err.
+  // await_completion sleeps until a CQ of `cqs` (kSendCq | kRecvCq) holds a completion
+  // (returns 1 at once if one does) or `timeout_s` passed (0); -1 with *err on failure. Each
+  // event that wakes it re-arms its CQ, so completions that arrive later wake a later call.
+  static constexpr unsigned kSendCq = 1, kRecvCq = 2;
+  virtual bool enable_events(std::string* err) = 0;
+  virtual int await_completion(unsigned cqs, double timeout_s, std::string* err) = 0;
   // Waits up to `timeout_s` for the device's link to be up and ready to measure on (see
   // dpdk::Device::wait_link_up); false with *err on timeout. Transports that cannot see the
   // link return true.

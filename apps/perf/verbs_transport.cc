@@ -1,6 +1,10 @@
 #include "apps/perf/verbs_transport.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
+
+#include <chrono>
 
 #include <cerrno>
 #include <cstring>
@@ -125,6 +129,8 @@ void VerbsTransport::quiesce() {
   if (send_cq_) ibv_destroy_cq(send_cq_);
   if (recv_cq_) ibv_destroy_cq(recv_cq_);
   if (pd_) ibv_dealloc_pd(pd_);
+  if (channel_) ibv_destroy_comp_channel(channel_);
+  channel_ = nullptr;
   qps_.clear();
   mrs_.clear();
   send_cq_ = recv_cq_ = nullptr;
@@ -145,13 +151,26 @@ bool VerbsTransport::create_qps(const QpSetup& s, std::string* err) {
   rwr_scratch_.assign(1, ibv_recv_wr{});
   wc_scratch_.assign(64, ibv_wc{});
   if (!alloc_pd(err)) return false;
-  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.send_cq_depth), nullptr, nullptr, 0);
+  if (s.events) {
+    channel_ = ibv_create_comp_channel(ctx_);
+    if (!channel_) {
+      *err = "cannot create a completion channel: " + errno_text(errno);
+      return false;
+    }
+    // Waits poll() the descriptor with a timeout; ibv_get_cq_event must not block then.
+    const int fl = fcntl(channel_->fd, F_GETFL);
+    if (fl < 0 || fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+      *err = "cannot make the completion channel non-blocking: " + errno_text(errno);
+      return false;
+    }
+  }
+  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.send_cq_depth), nullptr, channel_, 0);
   if (!send_cq_) {
     *err = "cannot create a CQ of " + std::to_string(s.send_cq_depth) + ": " + errno_text(errno);
     return false;
   }
   if (s.recv_cq_depth) {
-    recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.recv_cq_depth), nullptr, nullptr, 0);
+    recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.recv_cq_depth), nullptr, channel_, 0);
     if (!recv_cq_) {
       *err = "cannot create a CQ of " + std::to_string(s.recv_cq_depth) + ": " + errno_text(errno);
       return false;
@@ -314,6 +333,11 @@ int VerbsTransport::poll_send(Completion* out, int n) {
 int VerbsTransport::poll_recv(Completion* out, int n) {
   if (!recv_cq_) return poll_send(out, n);
   polled_ = true;
+  if (rstash_full_ && n > 0) {
+    rstash_full_ = false;
+    out[0] = to_completion(rstash_);
+    return 1;
+  }
   if (n > static_cast<int>(wc_scratch_.size())) n = static_cast<int>(wc_scratch_.size());
   const int got = ibv_poll_cq(recv_cq_, n, wc_scratch_.data());
   for (int i = 0; i < got; ++i) out[i] = to_completion(wc_scratch_[static_cast<size_t>(i)]);
@@ -340,6 +364,63 @@ void VerbsTransport::progress() {
 // As the native transport: with an engine thread, give the CPU away when a wait found nothing.
 void VerbsTransport::relax() {
   if (!inline_) sched_yield();
+}
+
+bool VerbsTransport::enable_events(std::string* err) {
+  if (!channel_) {
+    *err = "the CQs were created without a completion channel";
+    return false;
+  }
+  for (ibv_cq* cq : {send_cq_, recv_cq_}) {
+    if (cq && ibv_req_notify_cq(cq, 0)) {
+      *err = "ibv_req_notify_cq: " + errno_text(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool VerbsTransport::peek(unsigned cq) {
+  if (cq == kRecvCq && recv_cq_) {
+    if (!rstash_full_) rstash_full_ = ibv_poll_cq(recv_cq_, 1, &rstash_) == 1;
+    return rstash_full_;
+  }
+  if (!stash_len_) {
+    stash_head_ = 0;
+    stash_len_ = ibv_poll_cq(send_cq_, 1, stash_.data()) == 1 ? 1 : 0;
+  }
+  return stash_len_ > 0;
+}
+
+// The verbs idiom, as in await_completion of the native transport: every CQ is armed or has
+// an event not yet taken; take events (ack, re-arm) until a CQ asked for holds a completion.
+int VerbsTransport::await_completion(unsigned cqs, double timeout_s, std::string* err) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    if (((cqs & kSendCq) && peek(kSendCq)) || ((cqs & kRecvCq) && peek(kRecvCq))) return 1;
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    if (ibv_get_cq_event(channel_, &cq, &cq_ctx) == 0) {
+      ibv_ack_cq_events(cq, 1);
+      if (ibv_req_notify_cq(cq, 0)) {
+        *err = "ibv_req_notify_cq: " + errno_text(errno);
+        return -1;
+      }
+      continue;
+    }
+    if (errno != EAGAIN) {
+      *err = "ibv_get_cq_event: " + errno_text(errno);
+      return -1;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    pollfd p{channel_->fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+      *err = "waiting for a completion event: " + errno_text(errno);
+      return -1;
+    }
+  }
 }
 
 std::string VerbsTransport::counters_text() {

@@ -39,6 +39,8 @@ class VerbsTransport final : public Transport {
   // requires): the engine readies the link when it sees it come up.
   bool wait_link(double, std::string*) override { return true; }
   bool inline_engine() const override { return inline_; }
+  bool enable_events(std::string* err) override;
+  int await_completion(unsigned cqs, double timeout_s, std::string* err) override;
 
   std::string counters_text() override;
   void quiesce() override;
@@ -67,6 +69,12 @@ class VerbsTransport final : public Transport {
   std::vector<ibv_wc> stash_;
   int stash_head_ = 0, stash_len_ = 0;
   bool polled_ = false;  // a CQ was polled (the engine driven) since the last progress()
+  // -e: the completion channel of both CQs; await_completion looks for a completion by
+  // polling one into stash_ (send CQ) or rstash_ (receive CQ), handed out by the next poll.
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_wc rstash_{};
+  bool rstash_full_ = false;
+  bool peek(unsigned cq);
 };
 
 }  // namespace roce::perf

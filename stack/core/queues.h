@@ -127,6 +127,8 @@ class CompletionQueue {
     notify_ctx_ = ctx;
   }
   bool overflowed() const { return overflow_.load(std::memory_order_acquire); }
+  // Application side: whether a poll would return a completion (nothing is taken).
+  bool ready() const { return ring_.prod_acquire() != ring_.cons_local(); }
 
   // Engine side: false (and the CQ marked overflowed) if the queue is full.
   bool push(const Cqe& c, bool solicited) {

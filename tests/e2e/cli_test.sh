@@ -32,6 +32,11 @@ expect 2 "not expected: --bogus" write_bw --bogus
 expect 2 "rdma_cm .* not supported" write_bw -R
 expect 2 "-b: bidirectional is only available in bw tests" send_lat -b
 expect 2 "--verify checks one direction: run it without -b" write_bw --verify -b
+expect 2 "-D: duration mode doesn't work with events" send_lat -e -D 5
+expect 2 "-e sleeps until the engine thread reports a completion: drop --inline-engine" \
+  send_lat -e --inline-engine
+expect 2 "--verify polls its completions: run it without -e" send_bw --verify -e
+expect 2 "-e: events are not available on the WRITE verb" write_lat -e
 expect 2 "only RC" write_bw -c UD
 expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "iters: 'many'" write_bw -n many

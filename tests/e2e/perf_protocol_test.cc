@@ -324,6 +324,20 @@ TEST(Report, BidirectionalBannerIsPerftests) {
   const std::string plain = testing::internal::GetCapturedStdout();
   EXPECT_NE(plain.find("                    Send BW Test\n"), std::string::npos);
   EXPECT_EQ(plain.find(" TX depth"), std::string::npos);
+  EXPECT_EQ(plain.find("events"), std::string::npos);
+}
+
+TEST(Report, EventsBannerIsPerftests) {
+  // ctx_print_test_info with -e: a line right after the title, naming the completion vector.
+  PerfOptions o;
+  o.verb = Verb::kSend;
+  o.kind = TestKind::kLat;
+  o.use_event = true;
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  EXPECT_NE(testing::internal::GetCapturedStdout().find(
+                "Send Latency Test\n Test with events. Using roce0_comp0\n Dual-port"),
+            std::string::npos);
 }
 
 TEST(Report, BwArithmeticIsPerftests) {

@@ -3,8 +3,8 @@
 # on one side, roce-perf on the other, both over the stack: perftest runs on our drop-in
 # libibverbs (verbs_shim/), with stand-ins for the provider libraries it links (perftest_stubs/).
 # Every test in both directions (perftest as server, then as client), plus the multi-size (-a),
-# multi-QP (-q), duration (-D) and bidirectional (-b) sequences: both sides must finish with
-# exit 0 and print their results. This is the check that roce-perf speaks perftest's out-of-band protocol.
+# multi-QP (-q), duration (-D), bidirectional (-b) and completion-event (-e) runs: both sides
+# must finish with exit 0 and print their results. This is the check that roce-perf speaks perftest's out-of-band protocol.
 #
 # Usage: perftest_interop_test.sh ROCE_PERF SHIM_DIR STUB_DIR
 E2E_NAME=interop
@@ -87,5 +87,10 @@ for mode in ps rs; do
   interop $mode send_bw -b -a -n 5
   interop $mode write_bw -b -q 2 -D 2
   interop $mode send_bw -b -D 2
+  # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
+  for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
+    interop $mode $t -e -n 200
+  done
+  interop $mode send_bw -b -e -n 200
 done
 log "PASS"

@@ -2,8 +2,9 @@
 # End to end: roce-perf over the verbs transport (--transport verbs: roce-perf-verbs, the same
 # loops through <infiniband/verbs.h> and our libibverbs) between two network namespaces over
 # net_af_packet. A verified write_bw (every byte checked, both sides), a send_lat with the
-# engine driven from the test thread (mode = inline) and one with its own thread, and a mixed
-# pair (verbs server, native client) that shows both transports speak the same protocol.
+# engine driven from the test thread (mode = inline), one with its own thread and one on
+# completion events (-e), a send_bw -b -e, and a mixed pair (verbs server, native client) that
+# shows both transports speak the same protocol.
 #
 # Usage: verbs_transport_test.sh ROCE_PERF   (roce-perf-verbs must sit beside it)
 E2E_NAME=verbs
@@ -32,16 +33,26 @@ for side in server client; do
 done
 [[ $(report_lines "$WORK/write_bw.client.out" | wc -l) -ge 1 ]] || die "write_bw: no result line"
 
-for mode in inline thread; do
+for mode in inline thread events; do
   flags="send_lat -s 8 -n 2000 $V"
   [[ $mode == inline ]] && flags="$flags --inline-engine"
+  [[ $mode == events ]] && flags="$flags -e"  # ibv_req_notify_cq / ibv_get_cq_event
   run_pair "send_lat_$mode" 120 "$flags" "$flags"
   for side in server client; do
     out="$WORK/send_lat_$mode.$side.out"
     ran_verbs "$out"
     n=$(lat_iters "$out")
     [[ $n == 2000 ]] || die "send_lat ($mode) $side: no result line for 2000 iterations"
+    [[ $mode != events ]] || grep -q "Test with events" "$out" || die "send_lat ($mode): no -e"
   done
+done
+# -e on a bw pair over the verbs transport: send_bw -b waits on both CQs of one channel.
+flags="send_bw -b -e -s 4096 -n 2000 $V"
+run_pair send_bw_events 120 "$flags" "$flags"
+for side in server client; do
+  ran_verbs "$WORK/send_bw_events.$side.out"
+  [[ $(report_lines "$WORK/send_bw_events.$side.out" | wc -l) -ge 1 ]] ||
+    die "send_bw -b -e $side: no result line"
 done
 
 # Mixed: the verbs transport against the native one, verified both ways.
@@ -53,5 +64,5 @@ done
 ran_verbs "$WORK/mixed.server.out"
 ! grep -q "not available over the verbs API" "$WORK/mixed.client.out" ||
   die "mixed: the client ran the verbs transport"
-log "verbs transport: write_bw verified, send_lat inline and thread, mixed pair verified"
+log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, mixed pair verified"
 echo "PASS"
