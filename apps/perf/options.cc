@@ -149,6 +149,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
   app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
   app.add_flag("-e,--events", events, "sleep on completion events instead of polling");
+  app.add_flag("--report-both", o->report_both,
+               "with -b: also print each direction's result on its own (one size)");
   app.add_option("--config", o->config_file, "device configuration file (or ROCE_CONFIG)")
       ->type_name("FILE");
   app.add_option("--device", o->device_spec,

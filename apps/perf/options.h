@@ -53,8 +53,9 @@ struct PerfOptions {
   int cq_mod = 100;
   bool req_cq_mod = false;
   bool no_peak = false;
-  bool duplex = false;     // -b: both sides send (perftest's user_param.duplex)
-  bool use_event = false;  // -e: sleep on completion events instead of polling the CQs
+  bool duplex = false;       // -b: both sides send (perftest's user_param.duplex)
+  bool use_event = false;    // -e: sleep on completion events instead of polling the CQs
+  bool report_both = false;  // --report-both: -b prints each direction's line too
   bool report_unsorted = false;
   bool report_histogram = false;
   int qp_timeout = 14;

@@ -166,6 +166,18 @@ void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* re
   std::fflush(stdout);
 }
 
+void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs) {
+  // perftest's atomic_bw spells these without the space before the newline.
+  const char* colon = o.verb == Verb::kAtomic ? ":" : ": ";
+  std::printf("%s\n Local results%s\n", kResultLine, colon);
+  print_bw_header(o);
+  print_bw_report(o, mine);
+  if (!theirs) return;  // send_bw -b -D swaps no reports (perftest prints garbage here)
+  std::printf("%s\n Remote results%s\n", kResultLine, colon);
+  print_bw_header(o);
+  print_bw_report(o, *theirs);
+}
+
 void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* posted, uint64_t iters,
                       uint64_t* delta) {
   if (iters < 4) return;

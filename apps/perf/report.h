@@ -47,6 +47,10 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
 // #iterations stay this side's, as perftest prints them.
 void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr);
 
+// --report-both (with -b, one size): this side's line and the peer's, each under a header of
+// its own, after the summed line; without the peer's report (send_bw -b -D) only this side's.
+void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs);
+
 // print_report_lat: `posted` holds iters timestamps; the deltas between them are the samples.
 // `scratch` must hold iters entries (sorted in place: no allocation while printing).
 void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* posted, uint64_t iters,

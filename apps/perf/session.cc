@@ -172,11 +172,13 @@ bool PerfTest::bw_client_sizes() {
 
 // -b: swaps this size's report with the peer's and prints the sum of both directions
 // (xchg_bw_reports, print_full_bw_report(my, rem)).
+// With --report-both (one size only, as perftest) each direction's line follows.
 bool PerfTest::exchange_and_print_sum() {
   std::string err;
   BwReport theirs;
   if (!oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
   print_bw_report(o_, last_report_, &theirs);
+  if (o_.report_both && !o_.multi_size) print_report_both(o_, last_report_, &theirs);
   return true;
 }
 
@@ -237,6 +239,7 @@ bool PerfTest::send_bw_duplex() {
     last_report_ = bw_report(size);
     if (o_.duration_mode) {
       print_bw_report(o_, last_report_);
+      if (o_.report_both) print_report_both(o_, last_report_, nullptr);
     } else if (!exchange_and_print_sum()) {
       return false;
     }

@@ -327,6 +327,31 @@ TEST(Report, BidirectionalBannerIsPerftests) {
   EXPECT_EQ(plain.find("events"), std::string::npos);
 }
 
+TEST(Report, ReportBothPrintsEachDirectionUnderItsOwnHeader) {
+  // write_bw.c's report_both block: a rule, "Local results: ", the column header, our line;
+  // the same for the peer's line ("Remote results: "). atomic_bw.c drops the trailing space.
+  PerfOptions o;
+  o.duplex = true;
+  const BwReport mine{65536, 5000, 1655.5, 1500.25, 0.024};
+  const BwReport theirs{65536, 4000, 1000.25, 900.5, 0.014};
+  char l1[256], l2[256];
+  std::snprintf(l1, sizeof l1, kReportFmt, 65536ul, 5000ul, 1655.5, 1500.25, 0.024);
+  std::snprintf(l2, sizeof l2, kReportFmt, 65536ul, 4000ul, 1000.25, 900.5, 0.014);
+  const std::string rule(87, '-');
+  // perftest_parameters.h RESULT_FMT
+  const std::string header =
+      rule + "\n #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
+  testing::internal::CaptureStdout();
+  print_report_both(o, mine, &theirs);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), rule + "\n\n Local results: \n" + header + l1 +
+                                                        rule + "\n\n Remote results: \n" + header +
+                                                        l2);
+  o.verb = Verb::kAtomic;
+  testing::internal::CaptureStdout();
+  print_report_both(o, mine, nullptr);  // send_bw -b -D: no peer report, no remote block
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), rule + "\n\n Local results:\n" + header + l1);
+}
+
 TEST(Report, EventsBannerIsPerftests) {
   // ctx_print_test_info with -e: a line right after the title, naming the completion vector.
   PerfOptions o;

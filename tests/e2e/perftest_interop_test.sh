@@ -61,7 +61,8 @@ interop() {
   if [[ " $* " == *" -b "* && !($t == send_bw && " $* " == *" -D "*) ]]; then
     local sums
     sums=$(for side in server client; do
-      report_lines "$WORK/$name.$side.out" | awk '{print $1, $3, $4, $5}' | md5sum
+      sed '/Local results/q' "$WORK/$name.$side.out" | report_lines /dev/stdin |
+        awk '{print $1, $3, $4, $5}' | md5sum
     done | sort -u | wc -l)
     ((sums == 1)) || {
       report_lines "$WORK/$name.server.out"
@@ -69,6 +70,19 @@ interop() {
       die "$name: the two sides print different bidirectional sums"
     }
     grep -q "Bidirectional BW Test" "$WORK/$name.server.out" || die "$name: no bidirectional banner"
+  fi
+  # --report-both: each side's "Remote results" line is the other side's "Local results" line.
+  if [[ " $* " == *" --report-both "* ]]; then
+    local sl cl sr cr
+    sl=$(sed -n '/Local results/,/Remote results/p' "$WORK/$name.server.out" | report_lines /dev/stdin)
+    cl=$(sed -n '/Local results/,/Remote results/p' "$WORK/$name.client.out" | report_lines /dev/stdin)
+    sr=$(sed -n '/Remote results/,$p' "$WORK/$name.server.out" | report_lines /dev/stdin)
+    cr=$(sed -n '/Remote results/,$p' "$WORK/$name.client.out" | report_lines /dev/stdin)
+    [[ -n $sl && $sl == "$cr" && -n $cl && $cl == "$sr" ]] || {
+      printf 'server local: %s\nclient remote: %s\nclient local: %s\nserver remote: %s\n' \
+        "$sl" "$cr" "$cl" "$sr"
+      die "$name: --report-both lines do not match across the sides"
+    }
   fi
 }
 
@@ -87,6 +101,7 @@ for mode in ps rs; do
   interop $mode send_bw -b -a -n 5
   interop $mode write_bw -b -q 2 -D 2
   interop $mode send_bw -b -D 2
+  interop $mode write_bw -b --report-both -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200
