@@ -169,13 +169,13 @@ void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* re
 void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs) {
   // perftest's atomic_bw spells these without the space before the newline.
   const char* colon = o.verb == Verb::kAtomic ? ":" : ": ";
-  std::printf("%s\n Local results%s\n", kResultLine, colon);
-  print_bw_header(o);
-  print_bw_report(o, mine);
-  if (!theirs) return;  // send_bw -b -D swaps no reports (perftest prints garbage here)
-  std::printf("%s\n Remote results%s\n", kResultLine, colon);
-  print_bw_header(o);
-  print_bw_report(o, *theirs);
+  const auto block = [&](const char* side, const BwReport& r) {
+    std::printf("%s\n %s results%s\n", kResultLine, side, colon);
+    print_bw_header(o);
+    print_bw_report(o, r);
+  };
+  block("Local", mine);
+  if (theirs) block("Remote", *theirs);  // send_bw -b -D swaps none (perftest prints garbage)
 }
 
 void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* posted, uint64_t iters,

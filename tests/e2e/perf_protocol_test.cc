@@ -298,6 +298,12 @@ TEST(Report, BidirectionalLineSumsBothDirectionsButKeepsOurIterations) {
   EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
 }
 
+std::string banner_of(const PerfOptions& o) {
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  return testing::internal::GetCapturedStdout();
+}
+
 TEST(Report, BidirectionalBannerIsPerftests) {
   // ctx_print_test_info: "Bidirectional" in the title; the server shows its TX depth, and a
   // send_bw client its RX depth, since both sides send and receive.
@@ -306,22 +312,15 @@ TEST(Report, BidirectionalBannerIsPerftests) {
   o.duplex = true;
   o.tx_depth = 128;
   o.rx_depth = 512;
-  testing::internal::CaptureStdout();
-  print_banner(o, BannerInfo{"roce0"});
-  const std::string server = testing::internal::GetCapturedStdout();
+  const std::string server = banner_of(o);
   EXPECT_NE(server.find("                    Send Bidirectional BW Test\n"), std::string::npos);
   EXPECT_NE(server.find(" TX depth        : 128\n"), std::string::npos);
   EXPECT_NE(server.find(" RX depth        : 512\n"), std::string::npos);
   o.servername = "10.0.0.1";
-  testing::internal::CaptureStdout();
-  print_banner(o, BannerInfo{"roce0"});
-  EXPECT_NE(testing::internal::GetCapturedStdout().find(" RX depth        : 512\n"),
-            std::string::npos);
+  EXPECT_NE(banner_of(o).find(" RX depth        : 512\n"), std::string::npos);
   o.duplex = false;
   o.servername.clear();
-  testing::internal::CaptureStdout();
-  print_banner(o, BannerInfo{"roce0"});
-  const std::string plain = testing::internal::GetCapturedStdout();
+  const std::string plain = banner_of(o);
   EXPECT_NE(plain.find("                    Send BW Test\n"), std::string::npos);
   EXPECT_EQ(plain.find(" TX depth"), std::string::npos);
   EXPECT_EQ(plain.find("events"), std::string::npos);
@@ -358,11 +357,9 @@ TEST(Report, EventsBannerIsPerftests) {
   o.verb = Verb::kSend;
   o.kind = TestKind::kLat;
   o.use_event = true;
-  testing::internal::CaptureStdout();
-  print_banner(o, BannerInfo{"roce0"});
-  EXPECT_NE(testing::internal::GetCapturedStdout().find(
-                "Send Latency Test\n Test with events. Using roce0_comp0\n Dual-port"),
-            std::string::npos);
+  EXPECT_NE(
+      banner_of(o).find("Send Latency Test\n Test with events. Using roce0_comp0\n Dual-port"),
+      std::string::npos);
 }
 
 TEST(Report, BwArithmeticIsPerftests) {
