@@ -1,8 +1,9 @@
 // Bandwidth loops: perftest 6.06's run_iter_bw (the requester, any verb), run_iter_bw_server
 // (the SEND receiver) and run_iter_bi (send_bw -b: both at once), same pacing, same
 // signalling, same addresses.
-// The loops allocate nothing, take no lock and make no system call; they only post, poll,
-// drive an inline engine and write timestamps into arrays sized beforehand.
+// The loops allocate nothing, take no lock and make no system call (but the sleeps of -e);
+// they only post, poll, drive an inline engine and write timestamps into arrays sized
+// beforehand.
 #include <cstring>
 
 #include "apps/perf/perf_test.h"

@@ -2,7 +2,8 @@
 // connect QPs, post, poll. The native implementation (native_transport.h) drives the stack's
 // engine directly; a verbs implementation over our drop-in libibverbs can sit beside it, so the
 // same tool measures what the shim costs. The measurement loops call only post_*, poll_* and
-// progress(): one virtual call each, no allocation, no locks.
+// progress(): one virtual call each, no allocation, no locks (with -e, await_completion too,
+// which sleeps in poll()).
 #pragma once
 
 #include <cstdint>
