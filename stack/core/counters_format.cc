@@ -76,6 +76,7 @@ std::string format_qp_counters(const Qp& q) {
   add(out, "out_of_sequence", c.out_of_sequence);
   add(out, "implicit_naks", c.implicit_naks);
   add(out, "dropped_responses", c.dropped_responses);
+  add(out, "uc_messages_dropped", c.uc_messages_dropped);
   add(out, "atomics_executed", c.atomics_executed);
   add(out, "cnps_sent", c.cnps_sent);
   add(out, "cnps_received", c.cnps_received);

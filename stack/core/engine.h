@@ -331,6 +331,8 @@ class Engine {
   bool scatter_read(Qp& qp, const SendWqe& w, uint32_t offset, const uint8_t* src, uint32_t len);
 
   // responder.cc
+  void uc_abandon(Qp& qp);
+  void uc_drop_message(Qp& qp);
   void resp_handle(Qp& qp, const wire::PacketInfo& info);
   void resp_duplicate(Qp& qp, const wire::PacketInfo& info);
   void resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn);

@@ -51,8 +51,9 @@ struct QpCounters {
   uint64_t error_naks_sent = 0;
   uint64_t duplicate_requests = 0;
   uint64_t out_of_sequence = 0;
-  uint64_t implicit_naks = 0;      // READ/atomic responses missing behind a later ACK
-  uint64_t dropped_responses = 0;  // ghost / stale responses
+  uint64_t implicit_naks = 0;        // READ/atomic responses missing behind a later ACK
+  uint64_t dropped_responses = 0;    // ghost / stale responses
+  uint64_t uc_messages_dropped = 0;  // UC: incoming messages cut by a gap or refused
   uint64_t atomics_executed = 0;
   uint64_t cnps_received = 0;
   uint64_t cnps_sent = 0;
@@ -166,6 +167,7 @@ class Qp {
     uint32_t epsn = 0;
     uint32_t msn = 0;
     bool nak_sent = false;  // a sequence-error / RNR NAK is outstanding: drop until epsn
+    bool uc_drop = false;   // UC: the message in progress was dropped: skip to a FIRST / ONLY
     enum InMsg : uint8_t { kNone, kSend, kWrite } in_msg = kNone;
     bool have_wqe = false;
     uint32_t offset = 0;  // bytes received into the current message

@@ -48,6 +48,7 @@ RespOut* Engine::resp_out_push(Qp& qp) {
 // at once, ahead of it: a peer may take its send completion and its next receive in the order
 // they arrive (perftest's send_lat -e reads a stale completion otherwise).
 void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  if (qp.type() == QpType::kUc) return;  // UC acknowledges nothing (IBA 9.7.5.2)
   auto& r = qp.rcv_;
   const bool plain_ack = wire::aeth_type(syndrome) == wire::AethType::kAck;
   if (plain_ack && r.out_tail != r.out_head) {
@@ -72,6 +73,7 @@ void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // output queue (the QP is about to be put in error or destroyed). Dropped if the tx queue stays
 // full or the peer's MAC is not known.
 void Engine::send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn) {
+  if (qp.type() == QpType::kUc) return;
   if (!tx_room()) flush_tx();
   if (!tx_room() || !qp.path_ready_) return;
   PktBuf* b = tx_buf();
@@ -107,6 +109,12 @@ void Engine::resp_farewell(Qp& qp) {
 // A request the responder must refuse for good: NAK it, complete the receive in progress with
 // `recv_status`, and put the QP in the error state (IBA 9.7.5.1.3, classes B-D).
 void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status) {
+  // UC: what the requester got wrong (a bad opcode, length, R_Key ...) costs the message, not
+  // the QP; only a fault of our own receive WQE (its buffer) completes it in error.
+  if (qp.type() == QpType::kUc && recv_status != WcStatus::kLocProtErr) {
+    uc_drop_message(qp);
+    return;
+  }
   ++qp.counters_.error_naks_sent;
   // Send the NAK now: the error state flushes whatever is still queued.
   send_ack_now(qp, static_cast<uint8_t>(code), psn);
@@ -204,14 +212,50 @@ void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus s
   cqe_commit(cq, c, info.solicited, &qp);
 }
 
+// UC (IBA 9.7.5.1): a message that cannot complete is dropped without a word to the
+// requester, which never retransmits. What it wrote so far stays written; its receive WQE, if
+// it had one, takes the next message from the start. The responder then waits for a FIRST or
+// ONLY packet.
+void Engine::uc_abandon(Qp& qp) {
+  auto& r = qp.rcv_;
+  if (r.in_msg != Qp::Recv::kNone) ++qp.counters_.uc_messages_dropped;
+  r.in_msg = Qp::Recv::kNone;
+  r.offset = 0;
+  r.write_remaining = 0;
+}
+
+void Engine::uc_drop_message(Qp& qp) {
+  auto& r = qp.rcv_;
+  if (r.in_msg == Qp::Recv::kNone)
+    ++qp.counters_.uc_messages_dropped;  // uc_abandon counts the rest
+  uc_abandon(qp);
+  r.uc_drop = true;
+}
+
 void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
   auto& r = qp.rcv_;
   const wire::OpcodeInfo& op = *info.op;
   const uint32_t psn = info.psn;
   const int32_t d = psn_diff(psn, r.epsn);
+  const bool uc = qp.type() == QpType::kUc;
+  const bool first = op.flags & wire::kOpFirst;
 
-  // --- PSN (IBA 9.7.5.1.1) ---
-  if (d > 0) {
+  // --- UC: no retransmission, so no NAK and no waiting for a PSN (IBA 9.7.5.1.1). A packet
+  // off the expected PSN ends the message in progress; a FIRST or ONLY starts the next one
+  // wherever its PSN is, anything else is dropped until one comes.
+  if (uc && (d != 0 || r.uc_drop)) {
+    if (d != 0 && !r.uc_drop) ++qp.counters_.out_of_sequence;  // a gap seen while in step
+    if (!first) {
+      if (!r.uc_drop) uc_drop_message(qp);
+      return;
+    }
+    uc_abandon(qp);
+    r.uc_drop = false;
+    r.epsn = psn;
+  }
+
+  // --- PSN (IBA 9.7.5.1.1; UC's above) ---
+  if (!uc && d > 0) {
     // A gap: NAK the first out-of-sequence packet with the expected PSN, then drop silently
     // until the expected one arrives.
     ++qp.counters_.out_of_sequence;
@@ -222,14 +266,13 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
     }
     return;
   }
-  if (d < 0) {
+  if (!uc && d < 0) {
     resp_duplicate(qp, info);
     return;
   }
   r.nak_sent = false;
 
   // --- opcode sequence (IBA 9.7.5.1.2 / C9-? "Opcode sequence check") ---
-  const bool first = op.flags & wire::kOpFirst;
   const bool last = op.flags & wire::kOpLast;
   const bool is_send = op.flags & wire::kOpSend;
   const bool is_write = op.flags & wire::kOpWrite;
@@ -244,6 +287,10 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
     default:
       seq_ok = first;
       break;
+  }
+  if (!seq_ok && uc && first) {
+    uc_abandon(qp);  // UC: a new message while one is open (its LAST was lost) replaces it
+    seq_ok = true;
   }
   if (!seq_ok) {
     resp_fatal(qp, NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
@@ -270,7 +317,11 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
   }
 
   if (is_send) {
-    if (first && !resp_take_wqe(qp)) {
+    if (first && !resp_take_wqe(qp) && uc) {
+      uc_drop_message(qp);  // UC has no RNR: a SEND without a receive WQE is lost
+      return;
+    }
+    if (first && !r.have_wqe) {
       // Receiver not ready: RNR NAK with our minimum RNR timer; the PSN does not advance.
       ++qp.counters_.rnr_naks_sent;
       r.nak_sent = true;
@@ -318,7 +369,11 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
       return;
     }
     const bool imm = op.has(wire::kOpImm);
-    if (imm && !resp_take_wqe(qp)) {
+    if (imm && !resp_take_wqe(qp) && uc) {
+      uc_drop_message(qp);
+      return;
+    }
+    if (imm && !r.have_wqe) {
       // WRITE with immediate consumes a receive WQE: RNR before any byte is written, so
       // the retried packet finds the same state.
       ++qp.counters_.rnr_naks_sent;

@@ -341,6 +341,115 @@ TEST(Responder, SendLongerThanReceiveBuffer) {
   EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
 
+// --- UC (IBA 9.7.5.1; rxe behaves the same): no ACK, NAK or RNR ever; a message that cannot
+// complete is dropped, its receive WQE takes the next one, and the QP stays up. UC opcodes are
+// the RC ones plus kUcBase.
+
+ProtocolHarness uc_harness() {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUc;
+  o.qp_access = kAccessRemoteWrite;
+  return ProtocolHarness(o);
+}
+constexpr uint8_t uc(uint8_t rc_opcode) { return static_cast<uint8_t>(op::kUcBase + rc_opcode); }
+
+TEST(UcResponder, AcknowledgesNothingEvenWhenAsked) {
+  ProtocolHarness h = uc_harness();
+  h.post_recv(1, 0, 256);
+  EXPECT_TRUE(h.exchange({h.peer_frame(uc(op::kRcSendOnly), P0, {}, 100, true)}).empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].byte_len, 100u);
+}
+
+TEST(UcResponder, AGapDropsTheCutMessageAndTheNextFirstResyncs) {
+  ProtocolHarness h = uc_harness();
+  h.post_recv(1, 0, 4096);
+  const uint32_t m = h.mtu();
+  // SEND FIRST, its MIDDLE lost, its LAST: the message is dropped, without a NAK.
+  auto out = h.exchange({h.peer_frame(uc(op::kRcSendFirst), P0, {}, m, false),
+                         h.peer_frame(uc(op::kRcSendLast), psn_add(P0, 2), {}, 8, false)});
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(h.completions().empty());
+  EXPECT_EQ(h.qp()->counters_.out_of_sequence, 1u);
+  EXPECT_EQ(h.qp()->counters_.uc_messages_dropped, 1u);
+  EXPECT_EQ(h.qp()->counters_.seq_naks_sent, 0u);
+  // The next message starts at a later PSN: it is taken, into the same receive WQE.
+  out = h.exchange({h.peer_frame(uc(op::kRcSendOnly), psn_add(P0, 3), {}, 40, true)});
+  EXPECT_TRUE(out.empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].byte_len, 40u);
+  EXPECT_EQ(h.mem()[0], static_cast<uint8_t>(psn_add(P0, 3)));
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+}
+
+TEST(UcResponder, MiddleOrLastWithoutFirstIsDroppedUntilTheNextFirst) {
+  ProtocolHarness h = uc_harness();
+  h.post_recv(1, 0, 4096);
+  const uint32_t m = h.mtu();
+  auto out = h.exchange({h.peer_frame(uc(op::kRcSendMiddle), P0, {}, m, false),
+                         h.peer_frame(uc(op::kRcSendLast), psn_add(P0, 1), {}, 8, false),
+                         h.peer_frame(uc(op::kRcSendOnly), psn_add(P0, 2), {}, 16, false)});
+  EXPECT_TRUE(out.empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].byte_len, 16u);
+  EXPECT_EQ(h.qp()->counters_.uc_messages_dropped, 1u);
+  EXPECT_EQ(h.qp()->counters_.out_of_sequence, 0u);  // refused in step, not a gap
+}
+
+TEST(UcResponder, AFirstInsideAMessageReplacesIt) {
+  ProtocolHarness h = uc_harness();
+  h.post_recv(1, 0, 4096);
+  const uint32_t m = h.mtu();
+  auto out = h.exchange({h.peer_frame(uc(op::kRcSendFirst), P0, {}, m, false),
+                         h.peer_frame(uc(op::kRcSendOnly), psn_add(P0, 1), {}, 24, false)});
+  EXPECT_TRUE(out.empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].byte_len, 24u);  // the cut message's bytes are not counted
+  EXPECT_EQ(h.qp()->counters_.uc_messages_dropped, 1u);
+}
+
+TEST(UcResponder, NoReceiveLosesTheSendNotTheQp) {
+  ProtocolHarness h = uc_harness();
+  auto out = h.exchange({h.peer_frame(uc(op::kRcSendOnly), P0, {}, 8, true)});
+  EXPECT_TRUE(out.empty());  // no RNR NAK
+  EXPECT_EQ(h.qp()->counters_.rnr_naks_sent, 0u);
+  EXPECT_EQ(h.qp()->counters_.uc_messages_dropped, 1u);
+  h.post_recv(1, 0, 64);
+  out = h.exchange({h.peer_frame(uc(op::kRcSendOnly), psn_add(P0, 1), {}, 8, true)});
+  EXPECT_TRUE(out.empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(h.qp()->counters_.out_of_sequence, 0u);
+}
+
+TEST(UcResponder, ABadWriteLosesTheMessageNotTheQp) {
+  ProtocolHarness h = uc_harness();
+  const uint32_t m = h.mtu();
+  // A bad R_Key, then a WRITE longer than its DMA length: both dropped, nothing written.
+  auto out = h.exchange(
+      {h.peer_frame(uc(op::kRcWriteOnly), P0, h.reth(h.addr(), h.rkey() + 0x10000, 64), 64),
+       h.peer_frame(uc(op::kRcWriteFirst), psn_add(P0, 1), h.reth(h.addr(), h.rkey(), m), m, false),
+       h.peer_frame(uc(op::kRcWriteLast), psn_add(P0, 2), {}, 8, false)});
+  EXPECT_TRUE(out.empty());
+  for (size_t i = 0; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " touched";
+  EXPECT_EQ(h.qp()->counters_.uc_messages_dropped, 2u);
+  EXPECT_EQ(h.qp()->counters_.error_naks_sent, 0u);
+  // The QP is still up: a good WRITE lands.
+  out = h.exchange(
+      {h.peer_frame(uc(op::kRcWriteOnly), psn_add(P0, 3), h.reth(h.addr(), h.rkey(), 32), 32)});
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.mem()[1], static_cast<uint8_t>(psn_add(P0, 3) + 1));
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+}
+
 // --- READ ---
 
 TEST(Responder, ReadIsSegmentedByMtu) {
