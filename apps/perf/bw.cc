@@ -125,7 +125,10 @@ class PerfTest::BwReceiver {
         tot_iters_(p.o_.iters * static_cast<uint64_t>(p.o_.num_qps)),
         stride_(p.inc(size)),
         slots_(static_cast<uint64_t>(p.cycle_buffer_) / stride_),
-        cycle_(size <= static_cast<uint64_t>(p.cycle_buffer_) / 2),
+        // perftest re-posts with SIZE(type, size, !machine): a UD server's receives count the
+        // GRH when it decides whether they cycle, a client's (-b) do not.
+        cycle_((p.o_.client() ? size : p.recv_len(size)) <=
+               static_cast<uint64_t>(p.cycle_buffer_) / 2),
         duration_(p.o_.duration_mode),
         posted_(static_cast<size_t>(p.o_.num_qps), p.rx_posted_),
         received_(static_cast<size_t>(p.o_.num_qps), 0) {}

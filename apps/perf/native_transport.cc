@@ -45,12 +45,16 @@ void NativeTransport::quiesce() {
   dev_->runner().run([this] {
     Engine& e = dev_->engine();
     for (Qp* q : qps_) e.destroy_qp(q);
+    for (const UdDest& d : ud_dest_) {
+      if (d.valid) e.destroy_ah(d.ah);
+    }
     for (uint32_t k : mr_keys_) e.dereg_mr(k);
     if (send_cq_) e.destroy_cq(send_cq_);
     if (recv_cq_) e.destroy_cq(recv_cq_);
     if (have_pd_) e.dealloc_pd(pd_);
   });
   qps_.clear();
+  ud_dest_.clear();
   mr_keys_.clear();
   send_cq_ = recv_cq_ = nullptr;
   have_pd_ = false;
@@ -67,6 +71,8 @@ bool NativeTransport::create_qps(const QpSetup& s, std::string* err) {
   wr_scratch_.assign(list, SendWr{});
   sge_scratch_.assign(list, Sge{});
   cqe_scratch_.assign(64, Cqe{});
+  type_ = s.type;
+  ud_dest_.assign(s.num_qps, UdDest{});
   std::string why;
   const bool ok = dev_->runner().run([&] {
     Engine& e = dev_->engine();
@@ -89,7 +95,7 @@ bool NativeTransport::create_qps(const QpSetup& s, std::string* err) {
     }
     for (uint32_t i = 0; i < s.num_qps; ++i) {
       QpInitAttr ia;
-      ia.type = QpType::kRc;
+      ia.type = s.type;
       ia.pd = pd_;
       ia.send_cq = send_cq_;
       ia.recv_cq = recv_cq_ ? recv_cq_ : send_cq_;
@@ -140,6 +146,7 @@ bool NativeTransport::reg_mr(void* addr, uint64_t length, uint32_t access, Memor
 bool NativeTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* err) {
   Qp* q = qps_[qp];
   const char* step = "INIT";
+  const bool rc_qp = type_ == QpType::kRc, ud = type_ == QpType::kUd;
   const int rc = dev_->runner().run([&] {
     Engine& e = dev_->engine();
     QpAttr attr;
@@ -147,44 +154,63 @@ bool NativeTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* er
     attr.pkey_index = 0;
     attr.port_num = 1;
     attr.qp_access_flags = a.access;
-    if (int r = e.modify_qp(q, attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) {
+    attr.qkey = a.qkey;
+    if (int r = e.modify_qp(q, attr,
+                            kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags))) {
       return r;
     }
     step = "RTR";
     attr = QpAttr{};
     attr.qp_state = QpState::kRtr;
-    attr.path_mtu = a.path_mtu;
-    attr.dest_qp_num = a.dest_qpn;
-    attr.rq_psn = a.rq_psn;
-    attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    attr.min_rnr_timer = a.min_rnr_timer;
-    attr.ah_attr.is_global = true;
-    attr.ah_attr.dgid = a.dgid;
-    attr.ah_attr.sgid_index = a.sgid_index;
-    attr.ah_attr.hop_limit = a.hop_limit;
-    attr.ah_attr.traffic_class = a.traffic_class;
-    attr.ah_attr.sl = a.sl;
-    attr.ah_attr.port_num = 1;
-    if (int r = e.modify_qp(q, attr,
-                            kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
-      return r;
+    AhAttr av;
+    av.is_global = true;
+    av.dgid = a.dgid;
+    av.sgid_index = a.sgid_index;
+    av.hop_limit = a.hop_limit;
+    av.traffic_class = a.traffic_class;
+    av.sl = a.sl;
+    av.port_num = 1;
+    uint32_t mask = kQpState;
+    if (!ud) {
+      attr.path_mtu = a.path_mtu;
+      attr.dest_qp_num = a.dest_qpn;
+      attr.rq_psn = a.rq_psn;
+      attr.ah_attr = av;
+      mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
     }
+    if (rc_qp) {
+      attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+      attr.min_rnr_timer = a.min_rnr_timer;
+      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    }
+    if (int r = e.modify_qp(q, attr, mask)) return r;
     if (!a.to_rts) return 0;
     step = "RTS";
     attr = QpAttr{};
     attr.qp_state = QpState::kRts;
     attr.sq_psn = a.sq_psn;
-    attr.timeout = a.timeout;
-    attr.retry_cnt = a.retry_cnt;
-    attr.rnr_retry = a.rnr_retry;
-    attr.max_rd_atomic = a.max_rd_atomic;
-    return e.modify_qp(
-        q, attr, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    mask = kQpState | kQpSqPsn;
+    if (rc_qp) {
+      attr.timeout = a.timeout;
+      attr.retry_cnt = a.retry_cnt;
+      attr.rnr_retry = a.rnr_retry;
+      attr.max_rd_atomic = a.max_rd_atomic;
+      mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+    }
+    if (int r = e.modify_qp(q, attr, mask)) return r;
+    if (!ud) return 0;
+    step = nullptr;  // the address handle
+    UdDest& d = ud_dest_[qp];
+    if (int r = e.create_ah(pd_, av, &d.ah)) return r;
+    d.qpn = a.dest_qpn;
+    d.qkey = a.qkey;
+    d.valid = true;
+    return 0;
   });
   if (rc) {
-    *err = std::string("cannot move QP ") + std::to_string(q->qpn()) + " to " + step + ": " +
-           errno_text(rc);
+    *err = step ? std::string("cannot move QP ") + std::to_string(q->qpn()) + " to " + step
+                : "cannot create an address handle for QP " + std::to_string(q->qpn());
+    *err += ": " + errno_text(rc);
     return false;
   }
   return true;
@@ -208,6 +234,12 @@ int NativeTransport::post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) 
     s.rkey = w.rkey;
     s.compare_add = w.compare_add;
     s.swap = w.swap;
+    if (type_ == QpType::kUd) {
+      const UdDest& d = ud_dest_[qp];
+      s.ah = d.ah;
+      s.remote_qpn = d.qpn;
+      s.remote_qkey = d.qkey;
+    }
   }
   if (n == 1) return qps_[qp]->post_send(wr_scratch_[0]);
   uint32_t bad = 0;

@@ -61,6 +61,15 @@ class NativeTransport final : public Transport {
   CompletionQueue* send_cq_ = nullptr;
   CompletionQueue* recv_cq_ = nullptr;
   std::vector<Qp*> qps_;
+  QpType type_ = QpType::kRc;
+  // UD: where each QP's SENDs go (its address handle, the peer's QPN and Q_Key), set by connect.
+  struct UdDest {
+    uint32_t ah = 0;
+    uint32_t qpn = 0;
+    uint32_t qkey = 0;
+    bool valid = false;
+  };
+  std::vector<UdDest> ud_dest_;
   std::vector<uint32_t> mr_keys_;
   // Scratch for one post_send list: filled per call, sized once in create_qps.
   std::vector<SendWr> wr_scratch_;

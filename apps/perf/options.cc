@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@ namespace {
 constexpr int kMinIter = 5, kMaxIter = 100000000;
 constexpr int kMinTx = 1, kMaxTx = 15000;
 constexpr int kMinRx = 1, kMaxRx = 16384;
+constexpr int kDefRxSend = 512;
 constexpr int kMaxQps = 4000;  // perftest allows 16384; the engine has 4096 QPNs
 constexpr int kMaxInline = 912;
 constexpr int kMaxCqMod = 1024;
@@ -100,6 +102,11 @@ const char* verb_name(Verb v) {
   return kNames[static_cast<unsigned>(v)];
 }
 
+const char* conn_name(Conn c) {
+  static const char* const kNames[] = {"RC", "UC", "UD"};
+  return kNames[static_cast<unsigned>(c)];
+}
+
 int parse_options(int argc, char** argv, PerfOptions* o) {
   CLI::App app{
       "roce-perf: perftest-style bandwidth and latency tests over the userspace RoCEv2 stack.\n"
@@ -134,7 +141,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-p,--port", port, "TCP port of the exchange (18515)")->type_name("PORT");
   app.add_flag("-F,--CPU-freq", cpu_freq, "accepted, ignored (timestamps are nanoseconds)");
   app.add_flag("--report_gbits", gbits, "report Gb/s instead of MB/s");
-  app.add_option("-c,--connection", conn, "connection type (RC only)")->type_name("RC");
+  app.add_option("-c,--connection", conn, "connection type: RC (default), UC, UD")
+      ->type_name("RC|UC|UD");
   app.add_option("-A,--atomic_type", atomic, "CMP_AND_SWAP or FETCH_AND_ADD")->type_name("TYPE");
   app.add_option("-o,--outs", outs, "outstanding READs / atomics")->type_name("N");
   app.add_option("-I,--inline_size", inl, "largest message sent inline")->type_name("BYTES");
@@ -209,8 +217,16 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
         "rdma_cm (-R/-z) is not supported: roce-perf exchanges QP data over TCP, as "
         "perftest's Ethernet method does; run both sides without -R");
   }
-  if (!conn.empty() && conn != "RC") {
-    return fail("connection type '" + conn + "' is not supported (only RC)");
+  // perftest's change_conn_type: the same names and verb restrictions.
+  if (conn == "UC") {
+    if (rd_atomic) return fail("-c UC: UC connection not possible in READ/ATOMIC verbs");
+    o->conn = Conn::kUc;
+  } else if (conn == "UD") {
+    if (o->verb != Verb::kSend) return fail("-c UD: UD connection only possible in SEND verb");
+    o->conn = Conn::kUd;
+  } else if (!conn.empty() && conn != "RC") {
+    return fail("connection type '" + conn + "': choose RC, UC or UD (XRC, DC, SRD and RawEth " +
+                "are not supported)");
   }
   if (!dev.empty()) o->ib_devname = dev;
   if (!ib_port.empty()) {
@@ -255,7 +271,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   }
   o->tx_depth = bw ? 128 : 1;
   if (!tx.empty() && !int_in("tx-depth", tx, kMinTx, kMaxTx, &o->tx_depth, &err)) return fail(err);
-  o->rx_depth = o->verb == Verb::kSend ? 512 : 1;
+  o->rx_depth = o->verb == Verb::kSend ? kDefRxSend : 1;
   if (!rx.empty()) {
     if (!int_in("rx-depth", rx, kMinRx, kMaxRx, &o->rx_depth, &err)) return fail(err);
     if (o->verb != Verb::kSend && o->rx_depth > 1)
@@ -320,6 +336,10 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (o->post_list != 1) return fail("--verify works with -l 1");
     if (o->duplex) return fail("--verify checks one direction: run it without -b");
     if (o->use_event) return fail("--verify polls its completions: run it without -e");
+    if (o->conn != Conn::kRc) {
+      return fail(std::string("--verify needs a reliable connection: -c ") + conn_name(o->conn) +
+                  " may lose messages without an error");
+    }
   }
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
@@ -355,10 +375,17 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
     if (o->verb == Verb::kSend && static_cast<uint64_t>(o->rx_depth) > o->iters) {
       o->rx_depth = static_cast<int>(o->iters);
     }
+    // UC and UD have no RNR flow control: a receiver that runs out of receives loses messages,
+    // so perftest posts as many as the run sends (up to UC_MAX_RX) unless told otherwise.
+    if (o->conn != Conn::kRc && o->rx_depth == kDefRxSend) {
+      o->rx_depth = static_cast<int>(std::min<uint64_t>(o->iters, kUcMaxRx));
+    }
   }
   // Big messages need no completion moderation, and with it the bandwidth would be skewed.
   // (Not with -e: perftest keeps the moderation there, one event per completion would cost.)
-  if (o->size > 8192 && !o->run_all && o->size_list.empty() && !o->req_cq_mod && !o->use_event) {
+  // (Nor for UD, whose messages are never big.)
+  if (o->size > 8192 && !o->run_all && o->size_list.empty() && !o->req_cq_mod && !o->use_event &&
+      o->conn != Conn::kUd) {
     o->cq_mod = 1;
   }
   if (o->cq_mod > o->tx_depth) o->cq_mod = o->tx_depth;
@@ -400,7 +427,12 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
   if (o->inline_size < 0) {
     o->inline_size = 0;
     if (!bw && o->verb == Verb::kWrite) o->inline_size = 220;
-    if (!bw && o->verb == Verb::kSend) o->inline_size = 236;
+    if (!bw && o->verb == Verb::kSend)
+      o->inline_size = o->conn == Conn::kUd ? kDefInlineSendUd : 236;
+  }
+  if (o->conn == Conn::kUd && o->inline_size > kMaxInlineUd) {
+    std::fprintf(stderr, "Setting inline size to %d (Max inline size in UD)\n", kMaxInlineUd);
+    o->inline_size = kMaxInlineUd;
   }
   if (o->verify) o->cq_mod = 1;  // every completion is checked where it lands
   // The sizes a run goes through.

@@ -13,15 +13,27 @@ namespace roce::perf {
 enum class Verb : uint8_t { kSend = 0, kWrite = 1, kRead = 2, kAtomic = 3 };
 enum class TestKind : uint8_t { kLat = 0, kBw = 1 };
 enum class AtomicType : uint8_t { kCmpAndSwap = 0, kFetchAndAdd = 1 };
+// perftest's connection types roce-perf runs (-c), in perftest's order: RC, UC, UD.
+enum class Conn : uint8_t { kRc = 0, kUc = 1, kUd = 2 };
 
 inline constexpr uint64_t kMaxSize = 8388608;  // -a runs 2^1 .. 2^23
 inline constexpr int kDefaultPort = 18515;
 inline constexpr const char* kPerftestVersion = "6.06";
+// perftest's UD values: the Q_Key both sides use, the GRH room in front of every UD receive,
+// the largest UD inline send and the default inline size of UD latency tests, and the receive
+// depth a UC/UD test gets by default (perftest_parameters.h DEF_QKEY, UD_ADDITION,
+// MAX_INLINE_UD, DEF_INLINE_SEND_UD, UC_MAX_RX).
+inline constexpr uint32_t kDefQkey = 0x11111111;
+inline constexpr uint32_t kUdAddition = 40;
+inline constexpr int kMaxInlineUd = 884;
+inline constexpr int kDefInlineSendUd = 188;
+inline constexpr int kUcMaxRx = 16000;
 
 struct PerfOptions {
   std::string test_name;  // "write_bw", ...
   Verb verb = Verb::kWrite;
   TestKind kind = TestKind::kBw;
+  Conn conn = Conn::kRc;   // -c
   std::string servername;  // empty: this side is the server
   bool client() const { return !servername.empty(); }
 
@@ -90,5 +102,6 @@ int parse_options(int argc, char** argv, PerfOptions* o);
 bool apply_dependencies(PerfOptions* o, std::string* err);
 
 const char* verb_name(Verb v);  // "Send", "RDMA_Write", "RDMA_Read", "Atomic"
+const char* conn_name(Conn c);  // "RC", "UC", "UD"
 
 }  // namespace roce::perf

@@ -134,7 +134,14 @@ class PerfTest {
 
   // resources.cc
   bool check_device();
+  // -c UD: a message fits one packet. After the MTU exchange, the sizes become at most the MTU
+  // as perftest makes them (-a stops at the MTU, -s above it becomes the MTU); an explicit
+  // --sizes list with a bigger size is an error.
+  bool clamp_ud_sizes();
   bool allocate();
+  bool ud() const { return o_.conn == Conn::kUd; }
+  // The length of a receive for `size`-byte messages: UD's also hold the GRH.
+  uint64_t recv_len(uint64_t size) const { return ud() ? size + kUdAddition : size; }
   void set_up_connection();
   bool connect_qps();
   void set_send_wqes(uint64_t size);

@@ -120,6 +120,30 @@ bool PerfTest::check_device() {
   return true;
 }
 
+bool PerfTest::clamp_ud_sizes() {
+  if (!ud()) return true;
+  const uint64_t mtu = mtu_bytes(mtu_);
+  if (o_.run_all) {
+    // send_bw.c / send_lat.c: with -a, UD runs the sizes 2 .. MTU.
+    std::fprintf(stderr, " Max msg size in UD is MTU %lu\n", static_cast<unsigned long>(mtu));
+    std::fprintf(stderr, " Changing to this MTU\n");
+    std::erase_if(o_.size_list, [&](uint64_t s) { return s > mtu; });
+  } else if (o_.multi_size) {
+    for (uint64_t s : o_.size_list) {
+      if (s > mtu) {
+        return fail("--sizes: a UD message fits one packet (MTU " + std::to_string(mtu) +
+                        " bytes); " + std::to_string(s) + " does not",
+                    2);
+      }
+    }
+  } else if (o_.size_list[0] > mtu) {
+    o_.size_list[0] = mtu;  // perftest's check_link: the size becomes the MTU
+  }
+  o_.size = 0;
+  for (uint64_t s : o_.size_list) o_.size = s > o_.size ? s : o_.size;
+  return true;
+}
+
 bool PerfTest::allocate() {
   const auto nq = static_cast<uint64_t>(o_.num_qps);
   const uint64_t cb = static_cast<uint64_t>(cycle_buffer_);
@@ -133,10 +157,15 @@ bool PerfTest::allocate() {
     layout_[0] = QpLayout{0, src, src};
   } else {
     buf_len_ = inc(unit_) * 2 * nq;
+    // UD: each receive starts with the 40-byte GRH area, placed so that the message itself
+    // starts on a cache line; the buffer grows by a line to make room (alloc_ctx,
+    // ctx_set_recv_wqes).
+    const uint64_t ud_shift = ud() ? static_cast<uint64_t>(cache_line_) - kUdAddition : 0;
+    if (ud()) buf_len_ += static_cast<uint64_t>(cache_line_);
     for (uint64_t i = 0; i < nq; ++i) {
       layout_[i].send = i * unit_;
       layout_[i].target = (nq + i) * unit_;
-      layout_[i].recv = (nq + i) * inc(unit_);  // ctx_set_recv_wqes: send_qp_buff_size
+      layout_[i].recv = (nq + i) * inc(unit_) + ud_shift;  // send_qp_buff_size
     }
   }
   buf_len_ = (buf_len_ + 4095) & ~uint64_t{4095};
@@ -157,6 +186,7 @@ bool PerfTest::allocate() {
 
   const bool send = o_.verb == Verb::kSend;
   QpSetup s;
+  s.type = o_.conn == Conn::kUd ? QpType::kUd : o_.conn == Conn::kUc ? QpType::kUc : QpType::kRc;
   s.num_qps = static_cast<uint32_t>(nq);
   // Unsignalled WQEs hold their slot until acknowledged: room for a CQ-moderation batch more.
   s.max_send_wr = static_cast<uint32_t>(o_.tx_depth + o_.cq_mod);
@@ -208,6 +238,7 @@ bool PerfTest::connect_qps() {
     const KeyMessage& r = rem_dest_[i];
     ConnectAttr a;
     a.access = qp_access(o_.verb);
+    a.qkey = kDefQkey;
     a.path_mtu = mtu_;
     a.dest_qpn = r.qpn;
     a.rq_psn = r.psn;
@@ -282,8 +313,9 @@ bool PerfTest::post_receives(uint64_t size) {
   const uint64_t slots = cb / inc(size);
   const bool cycle = o_.kind == TestKind::kBw && size <= cb / 2;
   rx_posted_ = static_cast<uint32_t>(o_.rx_depth);
+  const auto len = static_cast<uint32_t>(recv_len(size));
   for (size_t i = 0; i < layout_.size(); ++i) {
-    RecvRequest r{i, layout_[i].recv, static_cast<uint32_t>(size), mr_.lkey};
+    RecvRequest r{i, layout_[i].recv, len, mr_.lkey};
     for (uint32_t j = 0; j < rx_posted_; ++j) {
       if (const int rc = t_.post_recv(static_cast<uint32_t>(i), &r, 1)) {
         return fail("Couldn't post recv Qp = " + std::to_string(i) +
@@ -295,7 +327,7 @@ bool PerfTest::post_receives(uint64_t size) {
         r.addr += inc(size);
       }
     }
-    rwr_[i] = RecvRequest{i, layout_[i].recv, static_cast<uint32_t>(size), mr_.lkey};
+    rwr_[i] = RecvRequest{i, layout_[i].recv, len, mr_.lkey};
   }
   return true;
 }

@@ -109,7 +109,7 @@ bool PerfTest::prelude() {
   if (!t_.wait_link(o_.oob_timeout_s, &err)) return fail(err);
   if (rem >= 5.32 && !oob_.exchange_sys_data(&cycle_buffer_, &cache_line_, &err)) return fail(err);
   if (rem >= 5.1 && !oob_.exchange_mtu(mtu_, &mtu_, &err)) return fail(err);
-  if (!allocate()) return false;
+  if (!clamp_ud_sizes() || !allocate()) return false;
   set_up_connection();
   print_banner(o_, BannerInfo{t_.info().name, mtu_, gid_index_, out_reads_});
   return true;

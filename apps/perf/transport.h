@@ -34,6 +34,7 @@ struct MemoryRegion {
 
 // Queues for all QPs of a test; every QP shares one send CQ and one receive CQ, as perftest's.
 struct QpSetup {
+  QpType type = QpType::kRc;  // -c: RC, UC or UD
   uint32_t num_qps = 1;
   uint32_t max_send_wr = 1;
   uint32_t max_recv_wr = 1;
@@ -45,8 +46,13 @@ struct QpSetup {
 };
 
 // INIT -> RTR (-> RTS) in one call, with the peer's values from the out-of-band exchange.
+// Each QP type takes the attributes its transitions call for (IBA table 91), as perftest's
+// ctx_modify_qp_to_* pass them: RC all of them; UC no RNR, retry or read/atomic values; UD
+// only the Q_Key and the send PSN. A UD QP that moves to RTS also gets an address handle for
+// (dgid, dest_qpn): its SENDs go there, with `qkey`.
 struct ConnectAttr {
-  uint32_t access = 0;  // Access flags for the remote side
+  uint32_t access = 0;  // Access flags for the remote side (RC, UC)
+  uint32_t qkey = 0;    // UD
   Mtu path_mtu = Mtu::k1024;
   uint32_t dest_qpn = 0;
   uint32_t rq_psn = 0;

@@ -125,6 +125,10 @@ bool VerbsTransport::alloc_pd(std::string* err) {
 void VerbsTransport::quiesce() {
   if (!ctx_) return;
   for (ibv_qp* q : qps_) ibv_destroy_qp(q);
+  for (const UdDest& d : ud_dest_) {
+    if (d.ah) ibv_destroy_ah(d.ah);
+  }
+  ud_dest_.clear();
   for (ibv_mr* m : mrs_) ibv_dereg_mr(m);
   if (send_cq_) ibv_destroy_cq(send_cq_);
   if (recv_cq_) ibv_destroy_cq(recv_cq_);
@@ -176,11 +180,13 @@ bool VerbsTransport::create_qps(const QpSetup& s, std::string* err) {
       return false;
     }
   }
+  type_ = s.type == QpType::kUd ? IBV_QPT_UD : s.type == QpType::kUc ? IBV_QPT_UC : IBV_QPT_RC;
+  ud_dest_.assign(s.num_qps, UdDest{});
   for (uint32_t i = 0; i < s.num_qps; ++i) {
     ibv_qp_init_attr ia{};
     ia.send_cq = send_cq_;
     ia.recv_cq = recv_cq_ ? recv_cq_ : send_cq_;
-    ia.qp_type = IBV_QPT_RC;
+    ia.qp_type = type_;
     ia.sq_sig_all = 0;
     ia.cap.max_send_wr = s.max_send_wr;
     ia.cap.max_recv_wr = s.max_recv_wr;
@@ -217,50 +223,73 @@ bool VerbsTransport::reg_mr(void* addr, uint64_t length, uint32_t access, Memory
 
 bool VerbsTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* err) {
   ibv_qp* q = qps_[qp];
+  const bool rc_qp = type_ == IBV_QPT_RC, ud = type_ == IBV_QPT_UD;
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
   attr.port_num = 1;
   attr.qp_access_flags = a.access;
+  attr.qkey = a.qkey;
   const char* step = "INIT";
-  int rc =
-      ibv_modify_qp(q, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int rc = ibv_modify_qp(
+      q, &attr,
+      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+  ibv_ah_attr av{};
+  av.is_global = 1;
+  std::memcpy(av.grh.dgid.raw, a.dgid.data(), a.dgid.size());
+  av.grh.sgid_index = a.sgid_index;
+  av.grh.hop_limit = a.hop_limit;
+  av.grh.traffic_class = a.traffic_class;
+  av.sl = a.sl;
+  av.port_num = 1;
   if (!rc) {
     step = "RTR";
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = static_cast<ibv_mtu>(a.path_mtu);
-    attr.dest_qp_num = a.dest_qpn;
-    attr.rq_psn = a.rq_psn;
-    attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    attr.min_rnr_timer = a.min_rnr_timer;
-    attr.ah_attr.is_global = 1;
-    std::memcpy(attr.ah_attr.grh.dgid.raw, a.dgid.data(), a.dgid.size());
-    attr.ah_attr.grh.sgid_index = a.sgid_index;
-    attr.ah_attr.grh.hop_limit = a.hop_limit;
-    attr.ah_attr.grh.traffic_class = a.traffic_class;
-    attr.ah_attr.sl = a.sl;
-    attr.ah_attr.port_num = 1;
-    rc = ibv_modify_qp(q, &attr,
-                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    int mask = IBV_QP_STATE;
+    if (!ud) {
+      attr.path_mtu = static_cast<ibv_mtu>(a.path_mtu);
+      attr.dest_qp_num = a.dest_qpn;
+      attr.rq_psn = a.rq_psn;
+      attr.ah_attr = av;
+      mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    }
+    if (rc_qp) {
+      attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+      attr.min_rnr_timer = a.min_rnr_timer;
+      mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    }
+    rc = ibv_modify_qp(q, &attr, mask);
   }
   if (!rc && a.to_rts) {
     step = "RTS";
     attr = ibv_qp_attr{};
     attr.qp_state = IBV_QPS_RTS;
     attr.sq_psn = a.sq_psn;
-    attr.timeout = a.timeout;
-    attr.retry_cnt = a.retry_cnt;
-    attr.rnr_retry = a.rnr_retry;
-    attr.max_rd_atomic = a.max_rd_atomic;
-    rc = ibv_modify_qp(q, &attr,
-                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+    int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (rc_qp) {
+      attr.timeout = a.timeout;
+      attr.retry_cnt = a.retry_cnt;
+      attr.rnr_retry = a.rnr_retry;
+      attr.max_rd_atomic = a.max_rd_atomic;
+      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    }
+    rc = ibv_modify_qp(q, &attr, mask);
   }
   if (rc) {
     *err = "cannot move QP " + std::to_string(q->qp_num) + " to " + step + ": " + errno_text(rc);
     return false;
+  }
+  if (ud && a.to_rts) {
+    UdDest& d = ud_dest_[qp];
+    d.ah = ibv_create_ah(pd_, &av);
+    if (!d.ah) {
+      *err = "cannot create an address handle for QP " + std::to_string(q->qp_num) + ": " +
+             errno_text(errno);
+      return false;
+    }
+    d.qpn = a.dest_qpn;
+    d.qkey = a.qkey;
   }
   return true;
 }
@@ -284,6 +313,11 @@ int VerbsTransport::post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) {
       s.wr.atomic.rkey = w.rkey;
       s.wr.atomic.compare_add = w.compare_add;
       s.wr.atomic.swap = w.swap;
+    } else if (type_ == IBV_QPT_UD) {
+      const UdDest& d = ud_dest_[qp];
+      s.wr.ud.ah = d.ah;
+      s.wr.ud.remote_qpn = d.qpn;
+      s.wr.ud.remote_qkey = d.qkey;
     } else {
       s.wr.rdma.remote_addr = w.remote_addr;
       s.wr.rdma.rkey = w.rkey;

@@ -56,6 +56,14 @@ class VerbsTransport final : public Transport {
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
   std::vector<ibv_qp*> qps_;
+  ibv_qp_type type_ = IBV_QPT_RC;
+  // UD: where each QP's SENDs go (its address handle, the peer's QPN and Q_Key), set by connect.
+  struct UdDest {
+    ibv_ah* ah = nullptr;
+    uint32_t qpn = 0;
+    uint32_t qkey = 0;
+  };
+  std::vector<UdDest> ud_dest_;
   std::vector<ibv_mr*> mrs_;
   DeviceInfo info_;
   bool inline_ = false;

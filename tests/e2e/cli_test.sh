@@ -37,7 +37,11 @@ expect 2 "-e sleeps until the engine thread reports a completion: drop --inline-
   send_lat -e --inline-engine
 expect 2 "--verify polls its completions: run it without -e" send_bw --verify -e
 expect 2 "-e: events are not available on the WRITE verb" write_lat -e
-expect 2 "only RC" write_bw -c UD
+expect 2 "-c UD: UD connection only possible in SEND verb" write_bw -c UD
+expect 2 "-c UC: UC connection not possible in READ/ATOMIC verbs" read_bw -c UC
+expect 2 "-c UC: UC connection not possible in READ/ATOMIC verbs" atomic_bw -c UC
+expect 2 "connection type 'XRC': choose RC, UC or UD" send_bw -c XRC
+expect 2 "--verify needs a reliable connection: -c UC may lose messages" write_bw --verify -c UC
 expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/perf/oob.h"
 #include "apps/perf/options.h"
@@ -360,6 +361,58 @@ TEST(Report, EventsBannerIsPerftests) {
   EXPECT_NE(
       banner_of(o).find("Send Latency Test\n Test with events. Using roce0_comp0\n Dual-port"),
       std::string::npos);
+}
+
+// parse_options over a command line given as words (the test name first).
+PerfOptions parsed(std::vector<std::string> words) {
+  words.insert(words.begin(), "roce-perf");
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  PerfOptions o;
+  EXPECT_EQ(parse_options(static_cast<int>(argv.size()), argv.data(), &o), -1);
+  return o;
+}
+
+// perftest's force_dependecies for UC and UD (perftest_parameters.c): the receive depth
+// follows the iterations (no RNR flow control to fall back on), UD latency tests inline 188
+// bytes at most 884, UD keeps the CQ moderation that big RC messages drop.
+TEST(Options, UcAndUdDependenciesArePerftests) {
+  PerfOptions o = parsed({"send_lat", "-c", "UD"});
+  EXPECT_EQ(o.conn, Conn::kUd);
+  EXPECT_EQ(o.inline_size, kDefInlineSendUd);
+  EXPECT_EQ(o.rx_depth, 1000);  // min(iters, UC_MAX_RX) instead of DEF_RX_SEND (512)
+  EXPECT_EQ(parsed({"send_lat"}).inline_size, 236);
+  EXPECT_EQ(parsed({"send_lat"}).rx_depth, 512);
+
+  o = parsed({"send_bw", "-c", "UC", "-n", "20000"});
+  EXPECT_EQ(o.conn, Conn::kUc);
+  EXPECT_EQ(o.rx_depth, kUcMaxRx);
+  EXPECT_EQ(parsed({"send_bw", "-c", "UC", "-n", "20000", "-r", "64"}).rx_depth, 64);
+  EXPECT_EQ(parsed({"send_bw", "-c", "UC", "-D", "4"}).rx_depth, 512);  // not with -D
+
+  EXPECT_EQ(parsed({"send_bw", "-c", "UD"}).cq_mod, 100);
+  EXPECT_EQ(parsed({"send_bw"}).cq_mod, 1);  // 64 KiB RC messages: no moderation
+
+  testing::internal::CaptureStderr();
+  o = parsed({"send_bw", "-c", "UD", "-I", "900"});
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "Setting inline size to 884 (Max inline size in UD)\n");
+  EXPECT_EQ(o.inline_size, kMaxInlineUd);
+  EXPECT_EQ(parsed({"write_bw", "-c", "UC"}).conn, Conn::kUc);
+  EXPECT_EQ(parsed({"write_bw", "-c", "RC"}).conn, Conn::kRc);
+}
+
+TEST(Report, BannerNamesTheConnectionType) {
+  PerfOptions o;
+  o.verb = Verb::kSend;
+  EXPECT_NE(banner_of(o).find(" Connection type : RC\t\tUsing SRQ      : OFF\n"),
+            std::string::npos);
+  o.conn = Conn::kUd;
+  EXPECT_NE(banner_of(o).find(" Connection type : UD\t\tUsing SRQ      : OFF\n"),
+            std::string::npos);
+  o.conn = Conn::kUc;
+  EXPECT_NE(banner_of(o).find(" Connection type : UC\t\tUsing SRQ      : OFF\n"),
+            std::string::npos);
 }
 
 TEST(Report, BwArithmeticIsPerftests) {

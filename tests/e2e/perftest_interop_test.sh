@@ -3,7 +3,7 @@
 # on one side, roce-perf on the other, both over the stack: perftest runs on our drop-in
 # libibverbs (verbs_shim/), with stand-ins for the provider libraries it links (perftest_stubs/).
 # Every test in both directions (perftest as server, then as client), plus the multi-size (-a),
-# multi-QP (-q), duration (-D), bidirectional (-b) and completion-event (-e) runs: both sides
+# multi-QP (-q), duration (-D), bidirectional (-b), completion-event (-e) and UC / UD (-c) runs: both sides
 # must finish with exit 0 and print their results. This is the check that roce-perf speaks perftest's out-of-band protocol.
 #
 # Usage: perftest_interop_test.sh ROCE_PERF SHIM_DIR STUB_DIR
@@ -56,6 +56,15 @@ interop() {
     report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
   done
   echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+  # -c UD: a message fits one packet, so both sides cut the sizes to the MTU (-s 65536 becomes
+  # the MTU, -a stops there) and must agree on them, or the receives would not fit the SENDs.
+  if [[ " $* " == *" -c UD "* && $t == send_bw ]]; then
+    local ss cs
+    ss=$(report_lines "$WORK/$name.server.out" | awk '{print $1}' | tr '\n' ' ')
+    cs=$(report_lines "$WORK/$name.client.out" | awk '{print $1}' | tr '\n' ' ')
+    [[ $ss == "$cs" && $cs != *65536* && -n $cs ]] ||
+      die "$name: UD sizes differ or exceed the MTU (server: $ss, client: $cs)"
+  fi
   # -b: each side prints its own direction plus the one the peer reported, so with a report
   # exchange (all but send_bw -D) the sums (peak, average, message rate) match on both sides.
   if [[ " $* " == *" -b "* && !($t == send_bw && " $* " == *" -D "*) ]]; then
@@ -107,5 +116,21 @@ for mode in ps rs; do
     interop $mode $t -e -n 200
   done
   interop $mode send_bw -b -e -n 200
+  # -c UC / UD: unreliable transports (UD on SEND only, UC without READ / atomics). Nothing
+  # retransmits a lost frame, so each run sends no more frames than a receiver's af_packet ring
+  # holds (512, see scripts/testbed.sh): a burst that overflows it loses messages for good, and
+  # the receiver would wait for them until its stall timeout.
+  for t in write_bw send_bw; do
+    interop $mode $t -c UC -s 4096 -n 200
+  done
+  for t in write_lat send_lat; do
+    interop $mode $t -c UC -n 200
+  done
+  interop $mode send_bw -c UD -n 200  # 64 KiB, cut to the MTU
+  interop $mode send_lat -c UD -n 200
+  interop $mode send_bw -c UD -a -n 5
+  interop $mode send_bw -c UD -b -q 2 -n 100
+  interop $mode write_bw -c UC -b -s 4096 -n 200
+  interop $mode send_lat -c UD -e -n 200
 done
 log "PASS"

@@ -3,8 +3,8 @@
 # loops through <infiniband/verbs.h> and our libibverbs) between two network namespaces over
 # net_af_packet. A verified write_bw (every byte checked, both sides), a send_lat with the
 # engine driven from the test thread (mode = inline), one with its own thread and one on
-# completion events (-e), a send_bw -b -e, and a mixed pair (verbs server, native client) that
-# shows both transports speak the same protocol.
+# completion events (-e), a send_bw -b -e, UD and UC runs (-c), and mixed pairs (verbs
+# server, native client) that show both transports speak the same protocol.
 #
 # Usage: verbs_transport_test.sh ROCE_PERF   (roce-perf-verbs must sit beside it)
 E2E_NAME=verbs
@@ -55,6 +55,24 @@ for side in server client; do
     die "send_bw -b -e $side: no result line"
 done
 
+# -c UD and -c UC over the verbs transport (UD QPs with address handles and GRH room in every
+# receive; UC QPs without ACKs), and UD between the two transports. Nothing retransmits a lost
+# frame: the bw runs send no more frames than the receiver's af_packet ring holds (512).
+for c in "send_bw -c UD -n 200" "write_bw -c UC -s 4096 -n 200" "send_lat -c UD -n 2000"; do
+  name=$(tr -d ' -' <<<"$c")
+  conn=$(sed -n 's/.*-c \(U[CD]\).*/\1/p' <<<"$c")
+  run_pair "$name" 120 "$c $V" "$c $V"
+  for side in server client; do
+    ran_verbs "$WORK/$name.$side.out"
+    grep -q "Connection type : $conn" "$WORK/$name.$side.out" || die "$c $side: no $conn banner"
+    [[ $(report_lines "$WORK/$name.$side.out" | wc -l) -ge 1 ]] || die "$c $side: no result line"
+  done
+done
+run_pair mixed_ud 120 "send_lat -c UD -n 2000 $V" "send_lat -c UD -n 2000"
+for side in server client; do
+  [[ $(report_lines "$WORK/mixed_ud.$side.out" | wc -l) -ge 1 ]] || die "mixed UD $side: no result line"
+done
+
 # Mixed: the verbs transport against the native one, verified both ways.
 run_pair mixed 120 "$args $V" "$args"
 for side in server client; do
@@ -64,5 +82,5 @@ done
 ran_verbs "$WORK/mixed.server.out"
 ! grep -q "not available over the verbs API" "$WORK/mixed.client.out" ||
   die "mixed: the client ran the verbs transport"
-log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, mixed pair verified"
+log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, mixed pairs"
 echo "PASS"
