@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -139,8 +140,7 @@ bool PerfTest::clamp_ud_sizes() {
   } else if (o_.size_list[0] > mtu) {
     o_.size_list[0] = mtu;  // perftest's check_link: the size becomes the MTU
   }
-  o_.size = 0;
-  for (uint64_t s : o_.size_list) o_.size = s > o_.size ? s : o_.size;
+  o_.size = std::ranges::max(o_.size_list);  // the buffers are laid out for it
   return true;
 }
 

@@ -333,6 +333,7 @@ class Engine {
   // responder.cc
   void uc_abandon(Qp& qp);
   void uc_drop_message(Qp& qp);
+  void resp_not_ready(Qp& qp, uint32_t psn);
   void resp_handle(Qp& qp, const wire::PacketInfo& info);
   void resp_duplicate(Qp& qp, const wire::PacketInfo& info);
   void resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn);

@@ -73,7 +73,6 @@ void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // output queue (the QP is about to be put in error or destroyed). Dropped if the tx queue stays
 // full or the peer's MAC is not known.
 void Engine::send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn) {
-  if (qp.type() == QpType::kUc) return;
   if (!tx_room()) flush_tx();
   if (!tx_room() || !qp.path_ready_) return;
   PktBuf* b = tx_buf();
@@ -109,15 +108,19 @@ void Engine::resp_farewell(Qp& qp) {
 // A request the responder must refuse for good: NAK it, complete the receive in progress with
 // `recv_status`, and put the QP in the error state (IBA 9.7.5.1.3, classes B-D).
 void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status) {
-  // UC: what the requester got wrong (a bad opcode, length, R_Key ...) costs the message, not
-  // the QP; only a fault of our own receive WQE (its buffer) completes it in error.
-  if (qp.type() == QpType::kUc && recv_status != WcStatus::kLocProtErr) {
-    uc_drop_message(qp);
-    return;
+  if (qp.type() == QpType::kUc) {
+    // UC sends no NAK. What the requester got wrong (a bad opcode, length, R_Key ...) costs the
+    // message, not the QP; only a fault of our own receive WQE (its buffer) completes it in
+    // error.
+    if (recv_status != WcStatus::kLocProtErr) {
+      uc_drop_message(qp);
+      return;
+    }
+  } else {
+    ++qp.counters_.error_naks_sent;
+    // Send the NAK now: the error state flushes whatever is still queued.
+    send_ack_now(qp, static_cast<uint8_t>(code), psn);
   }
-  ++qp.counters_.error_naks_sent;
-  // Send the NAK now: the error state flushes whatever is still queued.
-  send_ack_now(qp, static_cast<uint8_t>(code), psn);
   if (qp.rcv_.have_wqe) {
     Cqe c;
     c.wr_id = qp.rcv_.wqe()->wr_id;
@@ -216,6 +219,8 @@ void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus s
 // requester, which never retransmits. What it wrote so far stays written; its receive WQE, if
 // it had one, takes the next message from the start. The responder then waits for a FIRST or
 // ONLY packet.
+// uc_abandon ends the open message, if any; uc_drop_message drops the message of the packet in
+// hand (open or not) and skips its remaining packets. Each dropped message counts once.
 void Engine::uc_abandon(Qp& qp) {
   auto& r = qp.rcv_;
   if (r.in_msg != Qp::Recv::kNone) ++qp.counters_.uc_messages_dropped;
@@ -225,11 +230,22 @@ void Engine::uc_abandon(Qp& qp) {
 }
 
 void Engine::uc_drop_message(Qp& qp) {
-  auto& r = qp.rcv_;
-  if (r.in_msg == Qp::Recv::kNone)
-    ++qp.counters_.uc_messages_dropped;  // uc_abandon counts the rest
+  ++qp.counters_.uc_messages_dropped;
+  qp.rcv_.in_msg = Qp::Recv::kNone;  // counted just now
   uc_abandon(qp);
-  r.uc_drop = true;
+  qp.rcv_.uc_drop = true;
+}
+
+// No receive WQE for a SEND or a WRITE with immediate: an RNR NAK with our minimum RNR timer
+// (the PSN does not advance, the requester retries). UC has no RNR: the message is lost.
+void Engine::resp_not_ready(Qp& qp, uint32_t psn) {
+  if (qp.type() == QpType::kUc) {
+    uc_drop_message(qp);
+    return;
+  }
+  ++qp.counters_.rnr_naks_sent;
+  qp.rcv_.nak_sent = true;
+  resp_push_ack(qp, static_cast<uint8_t>(wire::kAethRnrNak | (qp.attr_.min_rnr_timer & 0x1F)), psn);
 }
 
 void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
@@ -317,16 +333,8 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
   }
 
   if (is_send) {
-    if (first && !resp_take_wqe(qp) && uc) {
-      uc_drop_message(qp);  // UC has no RNR: a SEND without a receive WQE is lost
-      return;
-    }
-    if (first && !r.have_wqe) {
-      // Receiver not ready: RNR NAK with our minimum RNR timer; the PSN does not advance.
-      ++qp.counters_.rnr_naks_sent;
-      r.nak_sent = true;
-      resp_push_ack(qp, static_cast<uint8_t>(wire::kAethRnrNak | (qp.attr_.min_rnr_timer & 0x1F)),
-                    psn);
+    if (first && !resp_take_wqe(qp)) {
+      resp_not_ready(qp, psn);
       return;
     }
     if (r.offset + pay > r.wqe()->length) {
@@ -369,17 +377,10 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
       return;
     }
     const bool imm = op.has(wire::kOpImm);
-    if (imm && !resp_take_wqe(qp) && uc) {
-      uc_drop_message(qp);
-      return;
-    }
-    if (imm && !r.have_wqe) {
+    if (imm && !resp_take_wqe(qp)) {
       // WRITE with immediate consumes a receive WQE: RNR before any byte is written, so
       // the retried packet finds the same state.
-      ++qp.counters_.rnr_naks_sent;
-      r.nak_sent = true;
-      resp_push_ack(qp, static_cast<uint8_t>(wire::kAethRnrNak | (qp.attr_.min_rnr_timer & 0x1F)),
-                    psn);
+      resp_not_ready(qp, psn);
       if (first) r.write_remaining = 0;
       return;
     }
