@@ -107,6 +107,9 @@ void EngineRunner::loop() {
       work = engine_.poll();
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
+    if (pacer_.maybe_starved() && pacer_.starved_or_not(work, SteadyClock().now_ns())) {
+      starved_yields_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (work) {
       busy_polls_.fetch_add(1, std::memory_order_relaxed);
       idle_polls = 0;
@@ -114,12 +117,16 @@ void EngineRunner::loop() {
       continue;
     }
     if (++idle_polls < idle_.spin_polls) {
-      if (idle_polls % pacer_.every() == 0) {
-        idle_yield();
-      } else {
+      if (idle_polls % pacer_.every() != 0) {
         __builtin_ia32_pause();
+        continue;
       }
-      continue;
+      if (!pacer_.contended(SteadyClock().now_ns())) {
+        idle_yield();
+        continue;
+      }
+      // A thread that does not yield back shares this core: a yield would give it the core
+      // until the scheduler's next tick. Sleep now instead; the timed wake-up takes it back.
     }
     // Sleep, unless a doorbell or a command arrived after the last poll.
     const uint32_t seen = futex_word_.load(std::memory_order_acquire);
@@ -146,7 +153,8 @@ void EngineRunner::loop() {
 // interval doubles. One that took longer ran another thread, and the interval goes back to
 // kMinEvery. On this project's VM a yield with nothing else to run takes 1.2-1.3 us, one that
 // runs a thread doing a little work and yielding back at least 3.5 us.
-bool YieldPacer::record(uint64_t took_ns) {
+bool YieldPacer::record(uint64_t took_ns, uint64_t assisted_ago_ns) {
+  maybe_starved_ = took_ns >= kHogNs && assisted_ago_ns >= kAssistedNs;
   fastest_ns_ = std::min(fastest_ns_, took_ns);
   if (took_ns > fastest_ns_ + kOtherRanNs) {
     every_ = kMinEvery;
@@ -156,11 +164,19 @@ bool YieldPacer::record(uint64_t took_ns) {
   return false;
 }
 
+bool YieldPacer::starved_or_not(bool work, uint64_t now_ns) {
+  maybe_starved_ = false;
+  if (work) contended_until_ns_ = now_ns + kContendedNs;
+  return work;
+}
+
 void EngineRunner::idle_yield() {
   const SteadyClock clock;
   const uint64_t t0 = clock.now_ns();
   sched_yield();
-  pacer_.record(clock.now_ns() - t0);
+  const uint64_t t1 = clock.now_ns();
+  const uint64_t assisted_ago = t1 - std::min(t1, last_assist_ns_.load(std::memory_order_relaxed));
+  pacer_.record(t1 - t0, assisted_ago);
 }
 
 bool EngineRunner::try_poll() {
@@ -178,7 +194,10 @@ bool EngineRunner::poll() {
 
 bool EngineRunner::assist() {
   if (!threaded_ || !running_.load(std::memory_order_relaxed)) return false;
-  return try_poll();
+  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  last_assist_ns_.store(SteadyClock().now_ns(), std::memory_order_relaxed);
+  return engine_.poll();
 }
 
 void EngineRunner::poll_if_unattended(int max) {
@@ -190,7 +209,8 @@ void EngineRunner::poll_if_unattended(int max) {
 }
 
 RunnerStats EngineRunner::stats() const {
-  return RunnerStats{polls_.load(), busy_polls_.load(), sleeps_.load(), wakeups_.load()};
+  return RunnerStats{polls_.load(), busy_polls_.load(), sleeps_.load(), wakeups_.load(),
+                     starved_yields_.load()};
 }
 
 }  // namespace roce

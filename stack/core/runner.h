@@ -3,7 +3,8 @@
 // - threaded (default): a thread of its own polls the engine. When idle it backs off -- a few
 //   thousand polls (yielding its core now and then if that runs another thread), then sleeps up to
 //   IdlePolicy::max_sleep_ns -- so an idle stack does not hold a core; a doorbell (a post) wakes
-//   it at once through a futex. Received packets cannot wake it: the sleep bound is the extra
+//   it at once through a futex. While a thread that never yields shares its core (YieldPacer),
+//   it sleeps instead of spinning. Received packets cannot wake it: the sleep bound is the extra
 //   latency an idle engine adds to the first packet, unless an application thread that waits
 //   for a completion polls the engine itself meanwhile (assist()).
 // - inline: the application's threads drive it by calling poll() (run-to-completion, for
@@ -39,7 +40,8 @@ struct RunnerStats {
   uint64_t polls = 0;
   uint64_t busy_polls = 0;
   uint64_t sleeps = 0;
-  uint64_t wakeups = 0;  // woken early by a doorbell
+  uint64_t wakeups = 0;         // woken early by a doorbell
+  uint64_t starved_yields = 0;  // see YieldPacer
 };
 
 // How often an idle-spinning engine thread yields its core (every() idle polls). An
@@ -48,19 +50,45 @@ struct RunnerStats {
 // to run makes the interval longer, up to `max_every` (the runner passes half its spin phase, so
 // that it still looks once a phase), so that an engine thread with a core of its own hardly pays
 // for the system call.
+//
+// A starved yield took kHogNs or more, with no application thread polling the engine (assist) in
+// the kAssistedNs before it returned, and the engine's next poll found work that had waited: the
+// core went to a thread that neither yields back nor drives the engine while packets arrived.
+// perftest's write_lat spins on a byte of its buffer without calling the library, and only the
+// engine can write that byte; the engine thread got its core back only when the scheduler took it
+// from that thread, milliseconds later. For kContendedNs after a starved yield the runner sleeps
+// where it would yield: a timed wake-up preempts the spinner, as the engine thread has used far
+// less CPU than it. The yield after that while is a probe: starved again, another while.
+//
+// Sleeping where a yield would do costs an application that polls its CQ or yields itself (each
+// post then wakes the engine thread). Measured on this project's two-core VM: RC write_lat's
+// t_typical went from ~10 to 90-190 us when a long yield counted whoever ran, and a short send_lat
+// run lost 2-4x to a while begun during a peer's start-up, when no work waited.
 class YieldPacer {
  public:
   static constexpr uint32_t kMinEvery = 64;
   static constexpr uint64_t kOtherRanNs = 1000;
+  static constexpr uint64_t kHogNs = 100'000;
+  static constexpr uint64_t kAssistedNs = 10'000'000;
+  static constexpr uint64_t kContendedNs = 50'000'000;
   explicit YieldPacer(uint32_t max_every) : max_every_(std::max(max_every, kMinEvery)) {}
   uint32_t every() const { return every_; }
-  // How long a yield took; true if it ran another thread meanwhile.
-  bool record(uint64_t took_ns);
+  // How long a yield took, and how long before its return an application thread last polled the
+  // engine; true if it ran another thread.
+  bool record(uint64_t took_ns, uint64_t assisted_ago_ns = UINT64_MAX);
+  // Whether the last yield recorded may be starved (long, unassisted); if so, the runner tells
+  // starved_or_not() whether its next poll found work, which returns true if it was starved.
+  bool maybe_starved() const { return maybe_starved_; }
+  bool starved_or_not(bool work, uint64_t now_ns);
+  // True while the runner should sleep instead of yielding (see above).
+  bool contended(uint64_t now_ns) const { return now_ns < contended_until_ns_; }
 
  private:
   uint32_t max_every_;
   uint32_t every_ = kMinEvery;
   uint64_t fastest_ns_ = UINT64_MAX;
+  bool maybe_starved_ = false;
+  uint64_t contended_until_ns_ = 0;
 };
 
 class EngineRunner {
@@ -137,7 +165,8 @@ class EngineRunner {
   std::atomic<uint32_t> pending_{0};
   uint64_t completed_ = 0;
 
-  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0};
+  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, starved_yields_{0};
+  std::atomic<uint64_t> last_assist_ns_{0};  // when an application thread last polled (assist)
 };
 
 }  // namespace roce

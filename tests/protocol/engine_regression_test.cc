@@ -2,11 +2,14 @@
 // each reduced to a minimal case against the engine's native API (two engines on the simulated
 // network, tests/support/sim_host.h). Each failed before its fix.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -260,6 +263,135 @@ TEST(EngineRunnerThreaded, AssistPollsWhileTheEngineThreadSleeps) {
   runner.stop();  // wakes the thread: no 30 s wait
 }
 
+// A thread pinned to `cpu` that spins until stopped; with `assist`, it polls the engine every 64
+// turns as an application spinning on its CQ does (the shim's ibv_poll_cq), otherwise it touches
+// nothing the engine writes (perftest's write_lat waiting for its byte).
+class Spinner {
+ public:
+  Spinner(int cpu, EngineRunner* assist)
+      : thread_([this, cpu, assist] {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(cpu, &set);
+          pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+          running_ = true;
+          while (!stop_.load(std::memory_order_relaxed)) {
+            if (!assist) continue;
+            for (int i = 0; i < 64; ++i) __builtin_ia32_pause();  // 64 empty polls of a CQ
+            assist->assist();
+          }
+        }) {
+    while (!running_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~Spinner() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+// Two CPUs of this thread's affinity: the engine thread and a spinner share `shared`, the test's
+// own thread moves to `own` (until destroyed) so that its wake-ups do not run on `shared`.
+class TwoCpus {
+ public:
+  TwoCpus() {
+    pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &saved_)) continue;
+      if (own < 0) {
+        own = c;
+      } else if (shared < 0) {
+        shared = c;
+      }
+    }
+    if (shared < 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(own, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  }
+  ~TwoCpus() { pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_); }
+  bool ok() const { return shared >= 0; }
+  int own = -1;
+  int shared = -1;
+
+ private:
+  cpu_set_t saved_;
+};
+
+// Injects an 8-byte RDMA WRITE from the peer every millisecond for `ms`, on the engine thread.
+void write_every_ms_for(ProtocolHarness& h, EngineRunner& runner, int ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  uint32_t psn = ProtocolHarness::kPeerPsn;
+  while (std::chrono::steady_clock::now() < end) {
+    std::vector<uint8_t> frame =
+        h.peer_frame(wire::op::kRcWriteOnly, psn, h.reth(h.addr(0), h.rkey(), 8), 8);
+    psn = wire::psn_add(psn, 1);
+    runner.run([&] { h.port().inject(std::move(frame)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A threaded engine beside a Spinner on one CPU (the test's thread on another) for 300 ms, with an
+// RDMA WRITE from the peer every millisecond or no traffic; its stats, or nullopt without two CPUs.
+std::optional<RunnerStats> beside_spinner(bool assisting, bool traffic) {
+  TwoCpus cpus;
+  if (!cpus.ok()) return std::nullopt;
+  ProtocolHarness h;
+  EngineRunner runner(h.engine(), /*threaded=*/true);  // the default idle policy
+  runner.start(cpus.shared);
+  {
+    Spinner spinner(cpus.shared, assisting ? &runner : nullptr);
+    if (traffic) {
+      write_every_ms_for(h, runner, 300);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  }
+  runner.stop();
+  return runner.stats();
+}
+constexpr const char* kNeedsTwoCpus =
+    "needs two CPUs (the test's thread must not run on the shared one)";
+
+// Threaded mode, with a thread that never yields on the engine thread's core and never polls the
+// engine, while a packet arrives every millisecond. A yield gave that thread the core until the
+// scheduler took it back, milliseconds later, and the engine thread yielded again every 64 idle
+// polls: UC write_lat over the shim took ~1 ms a message on this project's two-core VM (yields of
+// 2-4 ms here: 74-75 in these 300 ms, and no sleep). Now a yield after which a packet waited makes
+// the engine thread sleep where it would yield, for 50 ms, and then probe with a yield; its timed
+// wake-ups preempt the spinner.
+TEST(EngineRunnerThreaded, SleepsInsteadOfYieldingToAThreadThatStarvesIt) {
+  const std::optional<RunnerStats> st = beside_spinner(/*assisting=*/false, /*traffic=*/true);
+  if (!st) GTEST_SKIP() << kNeedsTwoCpus;
+  EXPECT_GE(st->starved_yields, 1u) << "no yield lost the core to the spinning thread";
+  EXPECT_LE(st->starved_yields, 8u) << "the engine thread kept yielding to a thread that never "
+                                       "yields back";
+  EXPECT_GE(st->sleeps, 20u);
+}
+
+// The same spinner with no traffic: its long yields delayed nothing (a peer's start-up, say), and
+// the engine thread keeps yielding.
+TEST(EngineRunnerThreaded, KeepsYieldingWhenNothingWaited) {
+  const std::optional<RunnerStats> st = beside_spinner(/*assisting=*/false, /*traffic=*/false);
+  if (!st) GTEST_SKIP() << kNeedsTwoCpus;
+  EXPECT_EQ(st->starved_yields, 0u);
+}
+
+// A spinner that polls the engine (assist) as an application waiting on its CQ does: the engine
+// thread loses its core to it just as long, but no yield is starved, and the engine thread keeps
+// yielding (sleeping would only make each post wake it).
+TEST(EngineRunnerThreaded, KeepsYieldingToAThreadThatPollsTheEngine) {
+  const std::optional<RunnerStats> st = beside_spinner(/*assisting=*/true, /*traffic=*/true);
+  if (!st) GTEST_SKIP() << kNeedsTwoCpus;
+  EXPECT_GE(st->polls - st->busy_polls, 64u) << "the engine thread never got to yield";
+  EXPECT_EQ(st->starved_yields, 0u);
+}
+
 // The engine thread's yields while it spins idle: back to every 64 polls whenever a yield ran
 // another thread (it took longer than the fastest by more than kOtherRanNs), doubling up to the
 // cap while yields find nothing else to run.
@@ -276,10 +408,41 @@ TEST(YieldPacerTest, YieldsOftenOnlyWhileAYieldRunsSomethingElse) {
   EXPECT_EQ(p.every(), 64u);
   EXPECT_FALSE(p.record(1300));
   EXPECT_EQ(p.every(), 128u);
-  YieldPacer small(16);  // never below the minimum
+  EXPECT_FALSE(p.maybe_starved());  // none of those yields lost the core for long
+  YieldPacer small(16);             // never below the minimum
   EXPECT_EQ(small.every(), 64u);
   EXPECT_FALSE(small.record(1000));
   EXPECT_EQ(small.every(), 64u);
+}
+
+// A yield of kHogNs or more with no application poll of the engine in the kAssistedNs before it
+// returned may be starved; it is if the next poll finds work, and the pacer then says "contended"
+// for kContendedNs.
+TEST(YieldPacerTest, AStarvedYieldMeansContendedForAWhile) {
+  using P = YieldPacer;
+  P p(2048);
+  const uint64_t t = 5'000'000'000;
+  EXPECT_FALSE(p.record(1250));
+  EXPECT_TRUE(p.record(P::kHogNs - 1));  // another thread ran, briefly
+  EXPECT_FALSE(p.maybe_starved());
+  EXPECT_TRUE(p.record(50'000'000, P::kAssistedNs - 1));  // long, but the engine was polled
+  EXPECT_FALSE(p.maybe_starved());
+  EXPECT_TRUE(p.record(P::kHogNs, P::kAssistedNs));
+  EXPECT_TRUE(p.maybe_starved());
+  EXPECT_FALSE(p.starved_or_not(false, t));  // nothing waited: it cost nothing
+  EXPECT_FALSE(p.maybe_starved());
+  EXPECT_FALSE(p.contended(t));
+  p.record(P::kHogNs);
+  EXPECT_TRUE(p.starved_or_not(true, t));  // work waited: starved
+  EXPECT_FALSE(p.maybe_starved());
+  EXPECT_EQ(p.every(), 64u);
+  EXPECT_TRUE(p.contended(t));
+  EXPECT_TRUE(p.contended(t + P::kContendedNs - 1));
+  EXPECT_FALSE(p.contended(t + P::kContendedNs));
+  p.record(3'000'000);  // the probe after the while, starved again
+  EXPECT_TRUE(p.starved_or_not(true, t + P::kContendedNs));
+  EXPECT_TRUE(p.contended(t + 2 * P::kContendedNs - 1));
+  EXPECT_FALSE(p.contended(t + 2 * P::kContendedNs));
 }
 
 }  // namespace
