@@ -20,6 +20,8 @@ constexpr int kDefRxSend = 512;
 constexpr int kMaxQps = 4000;  // perftest allows 16384; the engine has 4096 QPNs
 constexpr int kMaxInline = 912;
 constexpr int kMaxCqMod = 1024;
+constexpr int kMinEqNum = 0;  // perftest's MIN_EQ_NUM / MAX_EQ_NUM
+constexpr int kMaxEqNum = 2048;
 constexpr int kMaxGidIndex = 64;
 constexpr uint64_t kMaxVerifySize = kMaxSize;
 
@@ -116,7 +118,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.set_version_flag("-V,--version", std::string("Version: ") + kPerftestVersion +
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
-      rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl;
+      rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
@@ -157,6 +159,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
   app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
   app.add_flag("-e,--events", events, "sleep on completion events instead of polling");
+  app.add_option("-X,--eq_num", eq_num, "completion vector of the CQs (with -e)")->type_name("N");
   app.add_flag("--report-both", o->report_both,
                "with -b: also print each direction's result on its own (one size)");
   app.add_option("--config", o->config_file, "device configuration file (or ROCE_CONFIG)")
@@ -312,6 +315,13 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     return fail("-e: events are not available on the WRITE verb (write_bw, write_lat)");
   }
   o->use_event = events;
+  if (!eq_num.empty()) {
+    if (o->verb == Verb::kWrite) {
+      return fail("-X: events are not available on the WRITE verb (write_bw, write_lat)");
+    }
+    if (!int_in("eq_num", eq_num, kMinEqNum, kMaxEqNum, &o->eq_num, &err)) return fail(err);
+    if (!events) return fail("-X: events must be enabled (-e) to select a completion vector");
+  }
   if (bidir && !bw) return fail("-b: bidirectional is only available in bw tests");
   o->duplex = bidir;
   if (no_peak && !bw) return fail("-N: noPeak is only valid for bw tests");

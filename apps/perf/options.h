@@ -67,6 +67,7 @@ struct PerfOptions {
   bool no_peak = false;
   bool duplex = false;       // -b: both sides send (perftest's user_param.duplex)
   bool use_event = false;    // -e: sleep on completion events instead of polling the CQs
+  int eq_num = 0;            // -X: the CQs' completion vector (with -e)
   bool report_both = false;  // --report-both: -b prints each direction's line too
   bool report_unsorted = false;
   bool report_histogram = false;

@@ -51,7 +51,7 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
     std::printf("Latency ");
   }
   std::printf("Test\n");
-  if (o.use_event) std::printf(" Test with events. Using %s_comp%d\n", b.device.c_str(), 0);
+  if (o.use_event) std::printf(" Test with events. Using %s_comp%d\n", b.device.c_str(), o.eq_num);
   std::printf(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", b.device.c_str());
   std::printf(" Number of qps   : %d\t\tTransport type : %s\n", o.num_qps, "IB");
   std::printf(" Connection type : %s\t\tUsing SRQ      : %s\n", conn_name(o.conn), "OFF");

@@ -197,6 +197,13 @@ bool PerfTest::allocate() {
   s.recv_cq_depth = send ? static_cast<uint32_t>(o_.rx_depth * o_.num_qps) * 2 : 0;
   s.max_post_list = static_cast<uint32_t>(o_.post_list);
   s.events = o_.use_event;
+  if (o_.use_event && o_.eq_num >= t_.info().num_comp_vectors) {
+    const int n = t_.info().num_comp_vectors;
+    return fail("-X " + std::to_string(o_.eq_num) + ": " + t_.info().name + " has " +
+                std::to_string(n) + " completion vector" + (n == 1 ? "" : "s") + " (0 .. " +
+                std::to_string(n - 1) + ")");
+  }
+  s.comp_vector = o_.eq_num;
   if (!t_.create_qps(s, &err)) return fail(err);
   if (o_.use_event && !t_.enable_events(&err)) return fail(err);
 

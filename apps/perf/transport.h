@@ -23,6 +23,7 @@ struct DeviceInfo {
   uint32_t max_inline = 0;     // bytes
   uint32_t max_rd_atomic = 0;  // outstanding READ/atomic requests per QP
   uint32_t max_qp_wr = 0;      // work requests per queue
+  int num_comp_vectors = 1;    // completion vectors (-X)
 };
 
 struct MemoryRegion {
@@ -43,6 +44,7 @@ struct QpSetup {
   uint32_t recv_cq_depth = 1;  // 0: no receive CQ (receives complete on the send CQ)
   uint32_t max_post_list = 1;  // longest list handed to one post_send call
   bool events = false;         // -e: the CQs will be waited on (Transport::enable_events)
+  int comp_vector = 0;         // -X: the CQs' completion vector, below num_comp_vectors
 };
 
 // INIT -> RTR (-> RTS) in one call, with the peer's values from the out-of-band exchange.

@@ -71,6 +71,7 @@ std::unique_ptr<VerbsTransport> VerbsTransport::open(const std::string& name, bo
   t->info_.active_mtu = static_cast<Mtu>(pa.active_mtu);
   t->info_.max_rd_atomic = static_cast<uint32_t>(da.max_qp_rd_atom);
   t->info_.max_qp_wr = static_cast<uint32_t>(da.max_qp_wr);
+  t->info_.num_comp_vectors = t->ctx_->num_comp_vectors;
   // The GID table up to its first empty entry (0: link-local, 1: IPv4-mapped, then IPv6).
   for (int i = 0; i < pa.gid_tbl_len; ++i) {
     ibv_gid g{};
@@ -168,13 +169,15 @@ bool VerbsTransport::create_qps(const QpSetup& s, std::string* err) {
       return false;
     }
   }
-  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.send_cq_depth), nullptr, channel_, 0);
+  send_cq_ =
+      ibv_create_cq(ctx_, static_cast<int>(s.send_cq_depth), nullptr, channel_, s.comp_vector);
   if (!send_cq_) {
     *err = "cannot create a CQ of " + std::to_string(s.send_cq_depth) + ": " + errno_text(errno);
     return false;
   }
   if (s.recv_cq_depth) {
-    recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(s.recv_cq_depth), nullptr, channel_, 0);
+    recv_cq_ =
+        ibv_create_cq(ctx_, static_cast<int>(s.recv_cq_depth), nullptr, channel_, s.comp_vector);
     if (!recv_cq_) {
       *err = "cannot create a CQ of " + std::to_string(s.recv_cq_depth) + ": " + errno_text(errno);
       return false;

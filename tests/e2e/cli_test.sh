@@ -37,6 +37,9 @@ expect 2 "-e sleeps until the engine thread reports a completion: drop --inline-
   send_lat -e --inline-engine
 expect 2 "--verify polls its completions: run it without -e" send_bw --verify -e
 expect 2 "-e: events are not available on the WRITE verb" write_lat -e
+expect 2 "-X: events must be enabled \\(-e\\) to select a completion vector" send_lat -X 0
+expect 2 "-X: events are not available on the WRITE verb" write_bw -X 0
+expect 2 "eq_num: '2049' is not a number in 0..2048" send_bw -e -X 2049
 expect 2 "-c UD: UD connection only possible in SEND verb" write_bw -c UD
 expect 2 "-c UC: UC connection not possible in READ/ATOMIC verbs" read_bw -c UC
 expect 2 "-c UC: UC connection not possible in READ/ATOMIC verbs" atomic_bw -c UC
@@ -76,6 +79,25 @@ expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf
 if [[ $(id -u) -eq 0 ]]; then
   expect 1 "Couldn't connect to 127.0.0.1:9 \\(Connection refused\\)" write_bw --device "$dev" \
     --timeout 1 -p 9 127.0.0.1
+  # The device's completion vectors bound -X. The CQs are made after the exchange of versions,
+  # as perftest makes them, so the check needs a peer: a server on a null device of its own.
+  xport=$((20000 + RANDOM % 10000))
+  xerr=$(mktemp)
+  timeout 20 "$PERF" send_lat -e -X 1 --device 'port=net_null0; ipv4=192.0.2.2/24' --timeout 5 \
+    -p "$xport" >/dev/null 2>"$xerr" &
+  xpid=$!
+  sleep 1
+  expect 1 "-X 1: roce0 has 1 completion vector \\(0 .. 0\\)" send_lat -e -X 1 --device "$dev" \
+    --timeout 5 -p "$xport" 127.0.0.1
+  wait "$xpid"
+  xrc=$?
+  if [[ $xrc -ne 1 || $(cat "$xerr") != "roce-perf: -X 1: roce0 has 1 completion vector (0 .. 0)" ]]; then
+    echo "FAIL: the -X 1 server: exit $xrc, stderr: $(cat "$xerr")"
+    fails=$((fails + 1))
+  else
+    echo "ok: the -X 1 server -> 1: $(cat "$xerr")"
+  fi
+  rm -f "$xerr"
 fi
 
 for flag in --help -V; do

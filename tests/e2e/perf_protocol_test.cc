@@ -361,6 +361,8 @@ TEST(Report, EventsBannerIsPerftests) {
   EXPECT_NE(
       banner_of(o).find("Send Latency Test\n Test with events. Using roce0_comp0\n Dual-port"),
       std::string::npos);
+  o.eq_num = 3;  // -X
+  EXPECT_NE(banner_of(o).find(" Test with events. Using roce0_comp3\n"), std::string::npos);
 }
 
 // parse_options over a command line given as words (the test name first).
@@ -400,6 +402,14 @@ TEST(Options, UcAndUdDependenciesArePerftests) {
   EXPECT_EQ(o.inline_size, kMaxInlineUd);
   EXPECT_EQ(parsed({"write_bw", "-c", "UC"}).conn, Conn::kUc);
   EXPECT_EQ(parsed({"write_bw", "-c", "RC"}).conn, Conn::kRc);
+}
+
+// -X (--eq_num): perftest's completion vector, 0 .. 2048, with -e only; checked against the
+// device's vectors when the CQs are made (the cli test).
+TEST(Options, EqNumSelectsTheCompletionVector) {
+  EXPECT_EQ(parsed({"send_lat", "-e", "-X", "0"}).eq_num, 0);
+  EXPECT_EQ(parsed({"send_bw", "-e", "--eq_num", "2048"}).eq_num, 2048);
+  EXPECT_EQ(parsed({"send_bw", "-e"}).eq_num, 0);
 }
 
 TEST(Report, BannerNamesTheConnectionType) {
