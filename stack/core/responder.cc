@@ -230,8 +230,8 @@ void Engine::uc_abandon(Qp& qp) {
 }
 
 void Engine::uc_drop_message(Qp& qp) {
-  ++qp.counters_.uc_messages_dropped;
-  qp.rcv_.in_msg = Qp::Recv::kNone;  // counted just now
+  // An open message is counted by uc_abandon; one that this packet would have opened, here.
+  if (qp.rcv_.in_msg == Qp::Recv::kNone) ++qp.counters_.uc_messages_dropped;
   uc_abandon(qp);
   qp.rcv_.uc_drop = true;
 }
