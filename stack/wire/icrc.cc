@@ -13,10 +13,6 @@
 
 namespace roce::wire {
 
-uint32_t crc32_ieee(uint32_t crc, const uint8_t* data, uint64_t len) {
-  return crc32_gzip_refl(crc, data, len);
-}
-
 namespace {
 
 // The headers the invariant CRC masks: IP (no options), UDP, BTH.
@@ -150,6 +146,13 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t icrc_fold_short(const uint8_t*
   return reduce128(x);
 }
 
+// A 128-bit lane folded by a distance given as its two constants (x^(D+32), x^(D-32) mod P),
+// for the wide folds' last steps.
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold128(__m128i x, int64_t lo, int64_t hi) {
+  const __m128i k = _mm_set_epi64x(hi, lo);
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
 // Copy and CRC in one pass, 256 bytes per step: four 512-bit registers of four 128-bit lanes
 // each, every lane folded 2048 bits forward onto the next 256 bytes while they are stored to
 // `dst`. `n` is a non-zero multiple of 256. `reg` is the CRC register before these bytes (zlib's
@@ -163,10 +166,6 @@ ROCE_AVX512_CLMUL inline __m512i lanes512(int64_t lo, int64_t hi) {
 ROCE_AVX512_CLMUL inline __m512i fold512(__m512i x, __m512i k) {
   return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
                           _mm512_clmulepi64_epi128(x, k, 0x11));
-}
-ROCE_AVX512_CLMUL inline __m128i fold128(__m128i x, int64_t lo, int64_t hi) {
-  const __m128i k = _mm_set_epi64x(hi, lo);
-  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
 ROCE_AVX512_CLMUL uint32_t crc32_copy_avx512(uint32_t reg, uint8_t* dst, const uint8_t* src,
@@ -209,6 +208,62 @@ ROCE_AVX512_CLMUL uint32_t crc32_copy_avx512(uint32_t reg, uint8_t* dst, const u
 }
 #undef ROCE_AVX512_CLMUL
 
+// The same fold on CPUs with VPCLMULQDQ but not AVX-512 (AMD Zen 3, Intel client cores): eight
+// 256-bit registers of two 128-bit lanes, every lane folded 2048 bits forward, 256 bytes per step.
+// Registers 2i and 2i+1 together hold what the 512-bit version's register i holds, so the ends
+// reduce with the same constants. With kStore the bytes are copied to `dst` on the way. ISA-L has
+// no such path: on a Zen 3 its 128-bit fold CRCed 4 KiB in 323 ns and this one in 181 (copy and
+// CRC 268 ns, against memcpy then ISA-L's 372 ns or more).
+#define ROCE_AVX2_CLMUL __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
+ROCE_AVX2_CLMUL inline __m256i lanes256(int64_t lo, int64_t hi) {
+  return _mm256_set_epi64x(hi, lo, hi, lo);
+}
+ROCE_AVX2_CLMUL inline __m256i fold256(__m256i x, __m256i k) {
+  return _mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00),
+                          _mm256_clmulepi64_epi128(x, k, 0x11));
+}
+
+ROCE_AVX2_CLMUL inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+ROCE_AVX2_CLMUL inline void store256(uint8_t* p, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
+
+template <bool kStore>
+ROCE_AVX2_CLMUL uint32_t crc32_avx2(uint32_t reg, uint8_t* dst, const uint8_t* src, uint64_t n) {
+  const __m256i k2048 = lanes256(0x11542778a, 0x1322d1430);
+  const __m256i k1536 = lanes256(0x1821d8bc0, 0x12e958ac4);
+  const __m256i k1024 = lanes256(0x1e88ef372, 0x14a7fe880);
+  const __m256i k512 = lanes256(0x154442bd4, 0x1c6e41596);
+  __m256i a[8];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = load256(src + 32 * i);
+    if constexpr (kStore) store256(dst + 32 * i, a[i]);
+  }
+  a[0] = _mm256_xor_si256(a[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(reg))));
+  for (uint64_t off = 256; off < n; off += 256) {
+    for (int i = 0; i < 8; ++i) {
+      const __m256i d = load256(src + off + 32 * i);
+      if constexpr (kStore) store256(dst + off + 32 * i, d);
+      a[i] = _mm256_xor_si256(fold256(a[i], k2048), d);
+    }
+  }
+  // Eight registers -> two (the low and high halves of the 512-bit version's one), then their
+  // four lanes -> one, as there.
+  const __m256i lo = _mm256_xor_si256(_mm256_xor_si256(fold256(a[0], k1536), fold256(a[2], k1024)),
+                                      _mm256_xor_si256(fold256(a[4], k512), a[6]));
+  const __m256i hi = _mm256_xor_si256(_mm256_xor_si256(fold256(a[1], k1536), fold256(a[3], k1024)),
+                                      _mm256_xor_si256(fold256(a[5], k512), a[7]));
+  const __m128i y = _mm_xor_si128(
+      _mm_xor_si128(fold128(_mm256_castsi256_si128(lo), 0x3db1ecdc, 0x174359406),
+                    fold128(_mm256_extracti128_si256(lo, 1), 0xf1da05aa, 0x15a546366)),
+      _mm_xor_si128(fold128(_mm256_castsi256_si128(hi), kX160, kX96),
+                    _mm256_extracti128_si256(hi, 1)));
+  return reduce128(y);
+}
+#undef ROCE_AVX2_CLMUL
+
 // A static initializer may run before libgcc's CPU detection: run it first.
 const bool kHaveClmul = [] {
   __builtin_cpu_init();
@@ -219,31 +274,95 @@ const bool kHaveAvx512Clmul = [] {
   return kHaveClmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq");
 }();
+const bool kHaveAvx2Clmul = [] {
+  __builtin_cpu_init();
+  return kHaveClmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+}();
 #endif
+
+CrcImpl best_impl() {
+#if defined(__x86_64__)
+  if (kHaveAvx512Clmul) return CrcImpl::kAvx512Clmul;
+  if (kHaveAvx2Clmul) return CrcImpl::kAvx2Clmul;
+#endif
+  return CrcImpl::kIsal;
+}
+const CrcImpl kImpl = best_impl();
+
+// Below this many bytes ISA-L's own CRC is as fast as the 256-bit fold (Zen 3: 22 against 26 ns
+// at 256 bytes, 43 against 33 at 512).
+constexpr uint64_t kAvx2CrcMin = 512;
 
 }  // namespace
 
-bool crc32_copy_is_fused() {
+CrcImpl crc_impl() { return kImpl; }
+
+bool crc_impl_supported(CrcImpl impl) {
+  switch (impl) {
+    case CrcImpl::kIsal:
+      return true;
 #if defined(__x86_64__)
-  return kHaveAvx512Clmul;
-#else
-  return false;
+    case CrcImpl::kAvx2Clmul:
+      return kHaveAvx2Clmul;
+    case CrcImpl::kAvx512Clmul:
+      return kHaveAvx512Clmul;
 #endif
+    default:
+      return false;
+  }
 }
 
-uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len) {
+const char* crc_impl_name(CrcImpl impl) {
+  switch (impl) {
+    case CrcImpl::kIsal:
+      return "ISA-L";
+    case CrcImpl::kAvx2Clmul:
+      return "AVX2 + VPCLMULQDQ";
+    case CrcImpl::kAvx512Clmul:
+      return "AVX-512 + VPCLMULQDQ";
+  }
+  return "?";
+}
+
+bool crc32_copy_is_fused() { return kImpl != CrcImpl::kIsal; }
+
+uint32_t crc32_ieee_with(CrcImpl impl, uint32_t crc, const uint8_t* data, uint64_t len) {
   uint64_t done = 0;
 #if defined(__x86_64__)
-  if (kHaveAvx512Clmul && len >= 256) {
+  if (impl == CrcImpl::kAvx2Clmul && len >= kAvx2CrcMin) {
     done = len & ~uint64_t{255};
-    crc = ~crc32_copy_avx512(~crc, dst, src, done);
+    crc = ~crc32_avx2<false>(~crc, nullptr, data, done);
+  }
+#else
+  (void)impl;
+#endif
+  // ISA-L runs its own 512-bit fold on AVX-512 CPUs.
+  return done < len ? crc32_gzip_refl(crc, data + done, len - done) : crc;
+}
+
+uint32_t crc32_copy_with(CrcImpl impl, uint32_t crc, uint8_t* dst, const uint8_t* src,
+                         uint64_t len) {
+  uint64_t done = 0;
+#if defined(__x86_64__)
+  if (impl != CrcImpl::kIsal && len >= 256) {
+    done = len & ~uint64_t{255};
+    crc = impl == CrcImpl::kAvx512Clmul ? ~crc32_copy_avx512(~crc, dst, src, done)
+                                        : ~crc32_avx2<true>(~crc, dst, src, done);
   }
 #endif
   if (done < len) {
     std::memcpy(dst + done, src + done, len - done);
-    crc = crc32_ieee(crc, dst + done, len - done);
+    crc = crc32_gzip_refl(crc, dst + done, len - done);
   }
   return crc;
+}
+
+uint32_t crc32_ieee(uint32_t crc, const uint8_t* data, uint64_t len) {
+  return crc32_ieee_with(kImpl, crc, data, len);
+}
+
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len) {
+  return crc32_copy_with(kImpl, crc, dst, src, len);
 }
 
 uint32_t icrc_begin(const uint8_t* l3, bool ipv6) {

@@ -4,9 +4,10 @@
 // after the BTH up to the ICRC. The value travels little-endian.
 //
 // Packets up to 252 covered bytes (ACKs, short messages) are folded with PCLMULQDQ where the CPU
-// has it, straight from the frame, the masks applied in registers. Larger ones go to ISA-L's
-// folding CRC; above 512 bytes the headers are folded as a short packet's are (copied and masked
-// without PCLMULQDQ) and the payload is CRCed in place, never copied.
+// has it, straight from the frame, the masks applied in registers. Larger ones go to a folding
+// CRC (crc32_ieee: ISA-L's, or a 256-bit VPCLMULQDQ one on CPUs with AVX2 but not AVX-512); above
+// 512 bytes the headers are folded as a short packet's are (copied and masked without PCLMULQDQ)
+// and the payload is CRCed in place, never copied.
 #pragma once
 
 #include <cstdint>
@@ -32,11 +33,26 @@ uint32_t icrc_begin(const uint8_t* l3, bool ipv6);
 uint32_t icrc_prefix(const uint8_t* l3, uint32_t len, bool ipv6);
 
 // Copies `len` bytes from `src` to `dst` (not overlapping) and returns crc32_ieee(crc, src,
-// len). With AVX-512 and VPCLMULQDQ the copy and the CRC are one pass over the bytes, 256 at a
-// time; otherwise (and for the last len % 256 bytes) memcpy, then ISA-L over the copy.
+// len). With VPCLMULQDQ (AVX-512 or AVX2) the copy and the CRC are one pass over the bytes, 256
+// at a time; otherwise (and for the last len % 256 bytes) memcpy, then ISA-L over the copy.
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len);
 // Whether this CPU gets crc32_copy's one-pass path.
 bool crc32_copy_is_fused();
+
+// The CRC-32 implementations, chosen once by what the CPU has (the last it supports):
+// - kIsal: ISA-L (its own 512-bit fold on AVX-512 CPUs, a 128-bit one otherwise) and memcpy.
+// - kAvx2Clmul: a 256-bit VPCLMULQDQ fold for crc32_ieee from 512 bytes and for crc32_copy's
+//   one pass (CPUs with VPCLMULQDQ but not AVX-512: AMD Zen 3, Intel client cores).
+// - kAvx512Clmul: a 512-bit fold for crc32_copy's one pass; crc32_ieee stays with ISA-L's.
+enum class CrcImpl : uint8_t { kIsal = 0, kAvx2Clmul, kAvx512Clmul };
+CrcImpl crc_impl();
+bool crc_impl_supported(CrcImpl impl);
+const char* crc_impl_name(CrcImpl impl);
+// crc32_ieee and crc32_copy through a given implementation, which the CPU must support (tests
+// and benchmarks: every path this CPU can run, beside the one it uses).
+uint32_t crc32_ieee_with(CrcImpl impl, uint32_t crc, const uint8_t* data, uint64_t len);
+uint32_t crc32_copy_with(CrcImpl impl, uint32_t crc, uint8_t* dst, const uint8_t* src,
+                         uint64_t len);
 
 // Reads / writes the 4-byte ICRC field (little-endian on the wire).
 inline uint32_t icrc_read(const uint8_t* p) {

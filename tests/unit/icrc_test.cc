@@ -14,25 +14,52 @@
 namespace {
 using namespace roce::wire;
 
+// Every implementation this CPU runs (crc_impl() picks one of them); the others are named.
+std::vector<CrcImpl> impls_here() {
+  std::vector<CrcImpl> v;
+  for (CrcImpl i : {CrcImpl::kIsal, CrcImpl::kAvx2Clmul, CrcImpl::kAvx512Clmul}) {
+    if (crc_impl_supported(i)) {
+      v.push_back(i);
+    } else {
+      std::printf("CRC path %s: not on this CPU, not tested here\n", crc_impl_name(i));
+    }
+  }
+  return v;
+}
+
 TEST(Crc32, MatchesZlibOnEveryLengthAndSeed) {
+  std::printf("crc32_ieee / crc32_copy on this CPU: %s\n", crc_impl_name(crc_impl()));
   std::mt19937 rng(42);
   std::vector<uint8_t> buf(9000);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  for (uint32_t len : {0u, 1u, 3u, 4u, 7u, 15u, 16u, 63u, 64u, 255u, 1024u, 4096u, 8999u}) {
-    for (uint32_t off : {0u, 1u, 3u}) {
-      uLong z = crc32(0, buf.data() + off, len);
-      EXPECT_EQ(crc32_ieee(0, buf.data() + off, len), z) << len << " " << off;
-      // Chained over two pieces.
-      uint32_t half = len / 2;
-      uint32_t c = crc32_ieee(0, buf.data() + off, half);
-      c = crc32_ieee(c, buf.data() + off + half, len - half);
-      EXPECT_EQ(c, z);
+  std::vector<uint32_t> lens = {0u,    1u,    3u,    4u,    7u,    15u,   16u,   63u,   64u,
+                                255u,  256u,  511u,  512u,  513u,  767u,  768u,  1024u, 1279u,
+                                2048u, 4095u, 4096u, 4100u, 4224u, 8191u, 8192u, 8999u};
+  for (CrcImpl impl : impls_here()) {
+    for (uint32_t len : lens) {
+      for (uint32_t off : {0u, 1u, 3u}) {
+        if (off + len > buf.size()) continue;
+        const auto z = static_cast<uint32_t>(crc32(0, buf.data() + off, len));
+        EXPECT_EQ(crc32_ieee_with(impl, 0, buf.data() + off, len), z)
+            << crc_impl_name(impl) << " " << len << " " << off;
+        // Chained over two pieces, and from a non-zero seed.
+        const uint32_t half = len / 2;
+        uint32_t c = crc32_ieee_with(impl, 0, buf.data() + off, half);
+        c = crc32_ieee_with(impl, c, buf.data() + off + half, len - half);
+        EXPECT_EQ(c, z) << crc_impl_name(impl) << " " << len;
+        const uint32_t seed = static_cast<uint32_t>(rng());
+        EXPECT_EQ(crc32_ieee_with(impl, seed, buf.data() + off, len),
+                  static_cast<uint32_t>(crc32(seed, buf.data() + off, len)))
+            << crc_impl_name(impl) << " " << len;
+      }
     }
   }
+  EXPECT_EQ(crc32_ieee(0, buf.data(), 4096), static_cast<uint32_t>(crc32(0, buf.data(), 4096)));
 }
 
 // crc32_copy: the copy is exact and the CRC is zlib's, chained from any value, at lengths on
-// both sides of its 256-byte steps (one-pass path and memcpy + ISA-L tail) and any alignment.
+// both sides of its 256-byte steps (one-pass path and memcpy + ISA-L tail) and any alignment,
+// through every implementation this CPU runs.
 TEST(Crc32, CopyCopiesAndMatchesZlibAtEveryLength) {
   std::printf("crc32_copy one-pass path on this CPU: %s\n", crc32_copy_is_fused() ? "yes" : "no");
   std::mt19937 rng(3);
@@ -43,17 +70,25 @@ TEST(Crc32, CopyCopiesAndMatchesZlibAtEveryLength) {
   for (uint32_t l : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 4224u, 8191u, 8192u, 9000u}) {
     lens.push_back(l);
   }
-  for (uint32_t len : lens) {
-    const uint32_t so = len % 5, dof = len % 3;
-    const uint32_t seed = static_cast<uint32_t>(rng());
-    std::fill(dst.begin(), dst.end(), 0xA5);
-    const uint32_t got = crc32_copy(seed, dst.data() + dof, src.data() + so, len);
-    ASSERT_EQ(got, static_cast<uint32_t>(crc32(seed, src.data() + so, len))) << len;
-    ASSERT_EQ(std::memcmp(dst.data() + dof, src.data() + so, len), 0) << len;
-    // Nothing written outside [dst, dst + len).
-    for (uint32_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xA5) << len;
-    for (size_t i = dof + len; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5) << len;
+  for (CrcImpl impl : impls_here()) {
+    for (uint32_t len : lens) {
+      const uint32_t so = len % 5, dof = len % 3;
+      const uint32_t seed = static_cast<uint32_t>(rng());
+      std::fill(dst.begin(), dst.end(), 0xA5);
+      const uint32_t got = crc32_copy_with(impl, seed, dst.data() + dof, src.data() + so, len);
+      ASSERT_EQ(got, static_cast<uint32_t>(crc32(seed, src.data() + so, len)))
+          << crc_impl_name(impl) << " " << len;
+      ASSERT_EQ(std::memcmp(dst.data() + dof, src.data() + so, len), 0)
+          << crc_impl_name(impl) << " " << len;
+      // Nothing written outside [dst, dst + len).
+      for (uint32_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xA5) << len;
+      for (size_t i = dof + len; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5) << len;
+    }
   }
+  std::fill(dst.begin(), dst.end(), 0);
+  EXPECT_EQ(crc32_copy(7, dst.data(), src.data(), 4096),
+            static_cast<uint32_t>(crc32(7, src.data(), 4096)));
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), 4096), 0);
 }
 
 // icrc_begin chained over the rest of the packet equals icrc_compute over all of it.
