@@ -350,7 +350,17 @@ PktBuf* Engine::tx_buf() {
   return b;
 }
 
-uint8_t* Engine::begin_frame(PktBuf* b, uint32_t hdr_len) { return b->data + hdr_len; }
+uint8_t* Engine::begin_frame(PktBuf* b, uint32_t hdr_len, uint32_t payload_len) {
+  uint8_t* payload = b->data + hdr_len;
+  // A payload crc32_copy copies in goes to a 32-byte boundary where the buffer has the room
+  // (the frame then starts up to 31 bytes into it): its 32-byte stores then never split a cache
+  // line. Copy and CRC of 4 KiB took 217 ns aligned against 256-267 ns on a Zen 3.
+  if (payload_len >= kOnePassMin) {
+    const auto skew = static_cast<uint32_t>(-reinterpret_cast<uintptr_t>(payload) & 31);
+    if (hdr_len + skew + payload_len + wire::kTrailerRoom <= b->cap) payload += skew;
+  }
+  return payload;
+}
 
 void Engine::finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                           const wire::BthFields& bth, const wire::ExtHeaders& ext) {

@@ -205,7 +205,9 @@ class Engine {
   void handle_rx(const PktBuf& b);
   bool check_path(const Qp& qp, const wire::PacketInfo& info);
   PktBuf* tx_buf();
-  uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len);
+  // Where a frame's payload goes in `b`, behind `hdr_len` bytes of headers: on a 32-byte
+  // boundary when the payload is large enough for the one-pass copy and the buffer has room.
+  uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len, uint32_t payload_len = 0);
   void finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                     const wire::BthFields& bth, const wire::ExtHeaders& ext);
   // A data frame of `len` payload bytes on the QP's path, which fill(dst, crc) puts at `payload`

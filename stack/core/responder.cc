@@ -588,7 +588,7 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
       }
     }
     const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
-    uint8_t* payload = begin_frame(b, hdr);
+    uint8_t* payload = begin_frame(b, hdr, pay);
     qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
     build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
       copy_payload(dst, src, pay, crc);

@@ -76,6 +76,49 @@ TEST(Requester, WriteCarriesRethOnFirstAndImmOnLast) {
   EXPECT_EQ(imm[3], 4);
 }
 
+// Payloads of 256 bytes and more are copied into the frame (and CRCed) by 32-byte stores: they
+// go to a 32-byte boundary of the buffer, the frame starting up to 31 bytes into it, when the
+// buffer has the room; without it, at the buffer's start as before. Either way the frames are
+// whole (the harness parses them with their ICRC) and carry the data.
+TEST(Requester, LargePayloadsStartOnA32ByteBoundaryWhenTheBufferHasRoom) {
+  for (const bool tight : {false, true}) {
+    ProtocolHarness::Options o;
+    o.mtu = Mtu::k4096;
+    ProtocolHarness h(o);
+    const uint32_t m = h.mtu();
+    // Headers of a WRITE First over IPv4: Ethernet, IP, UDP, BTH, RETH; a buffer of exactly
+    // the frame's size (plus the builder's pad room) leaves no room to move the payload.
+    constexpr uint32_t kHdr = 14 + 20 + 8 + 12 + 16;
+    if (tight) h.port().buf_cap = kHdr + m + wire::kTrailerRoom;
+    for (uint32_t i = 0; i < 2 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i * 7);
+    Sge s{h.addr(), m + 300, h.rkey()};
+    SendWr wr{.wr_id = 1,
+              .sg_list = &s,
+              .num_sge = 1,
+              .opcode = WrOpcode::kRdmaWrite,
+              .send_flags = kSendSignaled,
+              .remote_addr = 0x10000,
+              .rkey = 0x77};
+    ASSERT_EQ(h.qp()->post_send(wr), 0);
+    auto out = h.exchange();
+    const auto where = h.port().take_placements();
+    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(where.size(), 2u);
+    for (uint32_t i = 0; i < 2; ++i) {
+      const uint32_t payload_off = out[i].info.payload_off;
+      const uintptr_t payload = where[i].frame + payload_off;
+      if (tight && i == 0) {
+        EXPECT_EQ(where[i].offset, 0u) << "no room: the frame stays at the buffer's start";
+      } else {
+        EXPECT_EQ(payload % 32, 0u) << "packet " << i << (tight ? " (tight buffer)" : "");
+        EXPECT_LT(where[i].offset, 32u);
+      }
+      EXPECT_EQ(out[i].info.payload_len, i == 0 ? m : 300u);
+      EXPECT_EQ(std::memcmp(out[i].info.payload(), h.mem() + i * m, out[i].info.payload_len), 0);
+    }
+  }
+}
+
 TEST(Requester, NakSequenceErrorGoesBackN) {
   ProtocolHarness h;
   const uint32_t m = h.mtu();

@@ -1,5 +1,6 @@
 #include "scripted_port.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -32,7 +33,10 @@ uint16_t ScriptedPort::tx_burst(PktBuf* bufs, uint16_t n) {
   uint16_t k = 0;
   for (; k < n && tx_limit > 0; ++k, --tx_limit) {
     sent_.emplace_back(bufs[k].data, bufs[k].data + bufs[k].len);
-    delete static_cast<Buf*>(bufs[k].handle);
+    auto* buf = static_cast<Buf*>(bufs[k].handle);
+    placements_.push_back({reinterpret_cast<uintptr_t>(bufs[k].data),
+                           static_cast<uint32_t>(bufs[k].data - buf->data)});
+    delete buf;
     --outstanding_;
   }
   return k;
@@ -41,7 +45,7 @@ uint16_t ScriptedPort::tx_burst(PktBuf* bufs, uint16_t n) {
 uint16_t ScriptedPort::alloc(PktBuf* bufs, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     auto* b = new Buf;
-    bufs[i] = PktBuf{b, b->data, 0, sizeof b->data};
+    bufs[i] = PktBuf{b, b->data, 0, std::min<uint32_t>(buf_cap, sizeof b->data)};
     ++outstanding_;
   }
   return n;

@@ -27,10 +27,19 @@ class ScriptedPort final : public PacketIo {
   std::vector<std::vector<uint8_t>> take_sent() { return std::move(sent_); }
   size_t outstanding() const { return outstanding_; }
   uint32_t tx_limit = 1u << 30;  // frames tx_burst accepts before refusing (backpressure)
+  // Capacity alloc() reports for its buffers (at most 9216 B), and how far into its buffer each
+  // frame tx_burst took started, with the frame's address (as sent, in order).
+  uint32_t buf_cap = 9216;
+  struct Placement {
+    uintptr_t frame;  // address of the frame's first byte
+    uint32_t offset;  // from the start of its buffer
+  };
+  std::vector<Placement> take_placements() { return std::move(placements_); }
 
  private:
   std::deque<std::vector<uint8_t>> rx_;
   std::vector<std::vector<uint8_t>> sent_;
+  std::vector<Placement> placements_;
   size_t outstanding_ = 0;  // buffers handed out and not yet returned
 };
 
