@@ -194,10 +194,10 @@ bool EngineRunner::poll() {
 
 bool EngineRunner::assist() {
   if (!threaded_ || !running_.load(std::memory_order_relaxed)) return false;
-  std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
+  // An application thread calling in counts as polling the engine even when the engine thread
+  // holds it right now (YieldPacer: such a thread is not a spinner that starves the engine).
   last_assist_ns_.store(SteadyClock().now_ns(), std::memory_order_relaxed);
-  return engine_.poll();
+  return try_poll();
 }
 
 void EngineRunner::poll_if_unattended(int max) {

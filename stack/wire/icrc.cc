@@ -324,8 +324,6 @@ const char* crc_impl_name(CrcImpl impl) {
   return "?";
 }
 
-bool crc32_copy_is_fused() { return kImpl != CrcImpl::kIsal; }
-
 uint32_t crc32_ieee_with(CrcImpl impl, uint32_t crc, const uint8_t* data, uint64_t len) {
   uint64_t done = 0;
 #if defined(__x86_64__)

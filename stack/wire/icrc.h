@@ -36,8 +36,6 @@ uint32_t icrc_prefix(const uint8_t* l3, uint32_t len, bool ipv6);
 // len). With VPCLMULQDQ (AVX-512 or AVX2) the copy and the CRC are one pass over the bytes, 256
 // at a time; otherwise (and for the last len % 256 bytes) memcpy, then ISA-L over the copy.
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, uint64_t len);
-// Whether this CPU gets crc32_copy's one-pass path.
-bool crc32_copy_is_fused();
 
 // The CRC-32 implementations, chosen once by what the CPU has (the last it supports):
 // - kIsal: ISA-L (its own 512-bit fold on AVX-512 CPUs, a 128-bit one otherwise) and memcpy.
@@ -45,7 +43,7 @@ bool crc32_copy_is_fused();
 //   one pass (CPUs with VPCLMULQDQ but not AVX-512: AMD Zen 3, Intel client cores).
 // - kAvx512Clmul: a 512-bit fold for crc32_copy's one pass; crc32_ieee stays with ISA-L's.
 enum class CrcImpl : uint8_t { kIsal = 0, kAvx2Clmul, kAvx512Clmul };
-CrcImpl crc_impl();
+CrcImpl crc_impl();  // crc32_copy is one pass unless this is kIsal
 bool crc_impl_supported(CrcImpl impl);
 const char* crc_impl_name(CrcImpl impl);
 // crc32_ieee and crc32_copy through a given implementation, which the CPU must support (tests
