@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -31,6 +32,16 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
 
   std::unique_ptr<Device> d(new Device());
   d->cfg_ = cfg;
+  // Opened now, so that a path that cannot be written fails the open rather than the close.
+  if (cfg.counters == "-") {
+    d->counters_out_ = stderr;
+  } else if (!cfg.counters.empty()) {
+    d->counters_out_ = std::fopen(cfg.counters.c_str(), "w");
+    if (!d->counters_out_) {
+      *err = cfg.name + ": counters: cannot open '" + cfg.counters + "': " + std::strerror(errno);
+      return nullptr;
+    }
+  }
   PortConfig pc;
   pc.mtu = cfg.mtu;
   pc.num_mbufs = cfg.buffers;
@@ -103,6 +114,14 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
 }
 
 Device::~Device() {
+  if (counters_out_) {
+    if (runner_) std::fputs(counters_text().c_str(), counters_out_);
+    if (counters_out_ == stderr) {
+      std::fflush(stderr);
+    } else {
+      std::fclose(counters_out_);
+    }
+  }
   if (runner_) runner_->stop();
   capture_.close();
   engine_.reset();  // returns its buffers to the port's pool
@@ -185,6 +204,7 @@ std::string Device::counters_text() {
   return runner_->run([this] {
     std::string s = "device " + cfg_.name + " (" + cfg_.port + ", " + format_mac(mac_) + ")\n";
     s += format_engine_counters(*engine_);
+    if (runner_->threaded()) s += format_runner_counters(runner_->stats());
     const PortCounters pc = port_->counters();
     char buf[512];
     std::snprintf(buf, sizeof buf,

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,7 @@ class Device {
   std::unique_ptr<NeighborAgent> agent_;
   std::unique_ptr<EngineRunner> runner_;
   PcapWriter capture_;
+  std::FILE* counters_out_ = nullptr;  // DeviceConfig::counters, written when the device closes
   // A memif link's shared memory: not populated since the link came up, being populated (by
   // the engine thread or wait_link_up), or populated.
   static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;

@@ -172,6 +172,9 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
   } else if (key == "pcap") {
     if (v.empty()) return bad(err, key, v, "a file name");
     c.pcap = v;
+  } else if (key == "counters") {
+    if (v.empty()) return bad(err, key, v, "a file name, or - for standard error");
+    c.counters = v;
   } else if (key == "drop") {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
@@ -223,8 +226,9 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     while (ss >> a) c.eal_args.push_back(a);
   } else {
     *err = "unknown setting '" + key +
-           "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, drop, ce, cc, "
-           "cc_profile, cc_params, fault_seed, mode, cpu, idle_sleep_us, buffers, eal)";
+           "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, counters, drop, "
+           "ce, cc, cc_profile, cc_params, fault_seed, mode, cpu, idle_sleep_us, buffers, "
+           "inflight, eal)";
     return false;
   }
   return true;

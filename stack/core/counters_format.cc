@@ -54,6 +54,18 @@ std::string format_engine_counters(const Engine& e) {
   return out;
 }
 
+std::string format_runner_counters(const RunnerStats& s) {
+  std::string out = "engine thread:\n";
+  add(out, "polls", s.polls);
+  add(out, "polls that found work", s.busy_polls);
+  add(out, "yields", s.yields);
+  add(out, "yields that lost the core", s.long_yields);  // for 100 us or more
+  add(out, "starved yields", s.starved_yields);
+  add(out, "sleeps", s.sleeps);
+  add(out, "sleeps ended by a doorbell", s.wakeups);
+  return out;
+}
+
 std::string format_qp_counters(const Qp& q) {
   const QpCounters& c = q.counters_;
   char head[64];

@@ -5,10 +5,14 @@
 #include <string>
 
 #include "stack/core/engine.h"
+#include "stack/core/runner.h"
 
 namespace roce {
 
 std::string format_engine_counters(const Engine& e);
 std::string format_qp_counters(const Qp& q);
+// The engine thread's idle behaviour (threaded mode): how often it found work, yielded its core
+// (and got it back only late, with work waiting: a thread sharing the core starved it), slept.
+std::string format_runner_counters(const RunnerStats& s);
 
 }  // namespace roce

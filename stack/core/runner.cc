@@ -173,8 +173,10 @@ bool YieldPacer::starved_or_not(bool work, uint64_t now_ns) {
 void EngineRunner::idle_yield() {
   const SteadyClock clock;
   const uint64_t t0 = clock.now_ns();
+  yields_.fetch_add(1, std::memory_order_relaxed);
   sched_yield();
   const uint64_t t1 = clock.now_ns();
+  if (t1 - t0 >= YieldPacer::kHogNs) long_yields_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t assisted_ago = t1 - std::min(t1, last_assist_ns_.load(std::memory_order_relaxed));
   pacer_.record(t1 - t0, assisted_ago);
 }
@@ -209,8 +211,15 @@ void EngineRunner::poll_if_unattended(int max) {
 }
 
 RunnerStats EngineRunner::stats() const {
-  return RunnerStats{polls_.load(), busy_polls_.load(), sleeps_.load(), wakeups_.load(),
-                     starved_yields_.load()};
+  RunnerStats s;
+  s.polls = polls_.load();
+  s.busy_polls = busy_polls_.load();
+  s.sleeps = sleeps_.load();
+  s.wakeups = wakeups_.load();
+  s.yields = yields_.load();
+  s.long_yields = long_yields_.load();
+  s.starved_yields = starved_yields_.load();
+  return s;
 }
 
 }  // namespace roce

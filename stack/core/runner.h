@@ -41,6 +41,8 @@ struct RunnerStats {
   uint64_t busy_polls = 0;
   uint64_t sleeps = 0;
   uint64_t wakeups = 0;         // woken early by a doorbell
+  uint64_t yields = 0;          // sched_yield calls while spinning idle
+  uint64_t long_yields = 0;     // yields that got the core back only after YieldPacer::kHogNs
   uint64_t starved_yields = 0;  // see YieldPacer
 };
 
@@ -165,7 +167,8 @@ class EngineRunner {
   std::atomic<uint32_t> pending_{0};
   uint64_t completed_ = 0;
 
-  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, starved_yields_{0};
+  std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, yields_{0},
+      long_yields_{0}, starved_yields_{0};
   std::atomic<uint64_t> last_assist_ns_{0};  // when an application thread last polled (assist)
 };
 

@@ -173,6 +173,62 @@ TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
   std::remove(sock.c_str());
 }
 
+std::string read_file(const std::string& path) {
+  std::string out;
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+// Key `counters`: the device writes its counters (port, engine thread, driver, neighbour) to the
+// file when it closes; over net_null, which delivers a stream of frames that are not RoCE.
+TEST(DeviceCounters, WrittenToTheConfiguredFileWhenTheDeviceCloses) {
+  const std::string path = ::testing::TempDir() + "roce-counters-" + std::to_string(getpid());
+  std::remove(path.c_str());
+  for (const bool inline_mode : {false, true}) {
+    SCOPED_TRACE(inline_mode ? "inline" : "threaded");
+    DeviceConfig cfg;
+    std::string err;
+    ASSERT_TRUE(parse_device_string(std::string("port=net_null") + (inline_mode ? "31" : "30") +
+                                        "; ipv4=192.0.2.1/24; counters=" + path +
+                                        (inline_mode ? "; mode=inline" : ""),
+                                    &cfg, &err))
+        << err;
+    std::unique_ptr<Device> d = Device::open(cfg, &err);
+    ASSERT_TRUE(d) << err;
+    for (int i = 0; i < 50 && d->engine().counters().rx_frames == 0; ++i) {
+      if (inline_mode) d->runner().poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(read_file(path), "") << "written before the device closed";
+    d.reset();
+    const std::string text = read_file(path);
+    EXPECT_NE(text.find("device roce0 (net_null"), std::string::npos) << text;
+    EXPECT_NE(text.find("rx_not_roce (to neighbour)"), std::string::npos) << text;
+    EXPECT_NE(text.find("driver:"), std::string::npos) << text;
+    // The engine thread's polls and sleeps; an inline device has no engine thread.
+    EXPECT_EQ(text.find("engine thread:\n  polls") != std::string::npos, !inline_mode) << text;
+    std::remove(path.c_str());
+  }
+}
+
+// A counters file that cannot be written fails the open, not the close, and names it.
+TEST(DeviceCounters, AnUnwritableFileFailsTheOpen) {
+  DeviceConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parse_device_string(
+      "port=net_null32; ipv4=192.0.2.1/24; counters=/nonexistent-dir/counters.txt", &cfg, &err))
+      << err;
+  EXPECT_FALSE(Device::open(cfg, &err));
+  EXPECT_EQ(err,
+            "roce0: counters: cannot open '/nonexistent-dir/counters.txt': No such file or "
+            "directory");
+}
+
 // A memif buffer smaller than the largest frame would make frames span ring slots, which the
 // driver mishandles when its ring fills: open() refuses it and names the fix.
 TEST(DeviceLink, MemifBufferSmallerThanTheFrameIsRefused) {

@@ -71,6 +71,8 @@ expect 2 "--device: unknown setting 'colour'" write_bw --device "colour=blue"
 expect 2 "--device: mtu: '99999'" write_bw --device "port=x; ipv4=10.0.0.1; mtu=99999"
 expect 2 "--device: inflight: '8' is not 0 \\(no bound\\) or PSNs in 16..4194304" write_bw \
   --device "port=x; ipv4=10.0.0.1; inflight=8"
+expect 2 "--device: counters: '' is not a file name, or - for standard error" write_bw \
+  --device "port=x; ipv4=10.0.0.1; counters="
 expect 2 "no address given" write_bw --device "port=net_null0"
 expect 2 "ib-dev: no device 'mlx5_0' configured" write_bw -d mlx5_0 --config /dev/null
 expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf
@@ -79,6 +81,8 @@ expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf
 if [[ $(id -u) -eq 0 ]]; then
   expect 1 "Couldn't connect to 127.0.0.1:9 \\(Connection refused\\)" write_bw --device "$dev" \
     --timeout 1 -p 9 127.0.0.1
+  expect 1 "roce0: counters: cannot open '/nonexistent-dir/c.txt': No such file or directory" \
+    write_bw --device "$dev; counters=/nonexistent-dir/c.txt" --timeout 1 -p 9 127.0.0.1
   # The device's completion vectors bound -X. The CQs are made after the exchange of versions,
   # as perftest makes them, so the check needs a peer: a server on a null device of its own.
   xport=$((20000 + RANDOM % 10000))

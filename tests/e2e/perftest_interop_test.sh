@@ -133,4 +133,13 @@ for mode in ps rs; do
   interop $mode write_bw -c UC -b -s 4096 -n 200
   interop $mode send_lat -c UD -e -n 200
 done
+# Device key counters over the shim: perftest's process writes its device's counters when it
+# closes the device (port, engine thread, driver).
+cnt="$WORK/perftest.counters"
+dev1="$dev1; counters=$cnt"
+interop ps send_lat -n 200
+grep -q "^engine thread:" "$cnt" && grep -Eq "^  rx_roce +[0-9]+$" "$cnt" || {
+  cat "$cnt"
+  die "counters=FILE: perftest's device did not write its counters"
+}
 log "PASS"

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "stack/core/counters_format.h"
 #include "stack/core/mr.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/rng.h"
@@ -198,4 +199,26 @@ TEST(MrTable, KeysAreNotReusedAndCarryRandomBits) {
   for (uint32_t x : keys) gens.insert(x >> 16);
   EXPECT_GT(gens.size(), 990u);
 }
+// The engine thread's counters as a tool prints them: one line each, zero ones left out.
+TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
+  RunnerStats st;
+  st.polls = 1000;
+  st.busy_polls = 40;
+  st.yields = 15;
+  st.long_yields = 7;
+  st.starved_yields = 2;
+  st.sleeps = 30;
+  EXPECT_EQ(format_runner_counters(st),
+            "engine thread:\n"
+            "  polls                        1000\n"
+            "  polls that found work        40\n"
+            "  yields                       15\n"
+            "  yields that lost the core    7\n"
+            "  starved yields               2\n"
+            "  sleeps                       30\n");
+  st.wakeups = 3;
+  EXPECT_NE(format_runner_counters(st).find("  sleeps ended by a doorbell   3\n"),
+            std::string::npos);
+}
+
 }  // namespace
