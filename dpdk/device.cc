@@ -120,6 +120,7 @@ Device::~Device() {
       std::fflush(stderr);
     } else {
       std::fclose(counters_out_);
+      if (!runner_) std::remove(cfg_.counters.c_str());  // the open failed: no empty file left
     }
   }
   if (runner_) runner_->stop();

@@ -229,6 +229,19 @@ TEST(DeviceCounters, AnUnwritableFileFailsTheOpen) {
             "directory");
 }
 
+// An open that fails after the counters file was created (here at the port) leaves no empty file.
+TEST(DeviceCounters, AFailedOpenLeavesNoFile) {
+  const std::string path = ::testing::TempDir() + "roce-counters-fail-" + std::to_string(getpid());
+  DeviceConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("port=net_nosuchdriver0; ipv4=192.0.2.1/24; counters=" + path,
+                                  &cfg, &err))
+      << err;
+  EXPECT_FALSE(Device::open(cfg, &err));
+  EXPECT_NE(err.find("roce0: "), std::string::npos) << err;
+  EXPECT_EQ(std::fopen(path.c_str(), "r"), nullptr) << path << " was left behind";
+}
+
 // A memif buffer smaller than the largest frame would make frames span ring slots, which the
 // driver mishandles when its ring fills: open() refuses it and names the fix.
 TEST(DeviceLink, MemifBufferSmallerThanTheFrameIsRefused) {
