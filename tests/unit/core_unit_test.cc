@@ -199,6 +199,7 @@ TEST(MrTable, KeysAreNotReusedAndCarryRandomBits) {
   for (uint32_t x : keys) gens.insert(x >> 16);
   EXPECT_GT(gens.size(), 990u);
 }
+
 // The engine thread's counters as a tool prints them: one line each, zero ones left out.
 TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   RunnerStats st;
