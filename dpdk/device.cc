@@ -113,16 +113,20 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   return d;
 }
 
-Device::~Device() {
-  if (counters_out_) {
-    if (runner_) std::fputs(counters_text().c_str(), counters_out_);
-    if (counters_out_ == stderr) {
-      std::fflush(stderr);
-    } else {
-      std::fclose(counters_out_);
-      if (!runner_) std::remove(cfg_.counters.c_str());  // the open failed: no empty file left
-    }
+void Device::write_counters() {
+  if (!counters_out_) return;
+  if (runner_) std::fputs(counters_text().c_str(), counters_out_);
+  if (counters_out_ == stderr) {
+    std::fflush(stderr);
+  } else {
+    std::fclose(counters_out_);
+    if (!runner_) std::remove(cfg_.counters.c_str());  // the open failed: no empty file left
   }
+  counters_out_ = nullptr;
+}
+
+Device::~Device() {
+  write_counters();
   if (runner_) runner_->stop();
   capture_.close();
   engine_.reset();  // returns its buffers to the port's pool

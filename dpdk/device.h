@@ -52,6 +52,10 @@ class Device {
   bool wait_link_up(std::chrono::milliseconds timeout);
   // Per-port and per-QP counters, neighbour and driver statistics, as text.
   std::string counters_text();
+  // Writes counters_text() to the file of the configuration's key `counters` and closes it, once:
+  // the destructor calls it, and so does the verbs shim when a program exits with the device
+  // still open. Nothing without the key.
+  void write_counters();
   // Writes buffered capture frames to disk (the capture is also flushed on close).
   void flush_capture();
 
@@ -79,7 +83,7 @@ class Device {
   std::unique_ptr<NeighborAgent> agent_;
   std::unique_ptr<EngineRunner> runner_;
   PcapWriter capture_;
-  std::FILE* counters_out_ = nullptr;  // DeviceConfig::counters, written when the device closes
+  std::FILE* counters_out_ = nullptr;  // DeviceConfig::counters, until write_counters()
   // A memif link's shared memory: not populated since the link came up, being populated (by
   // the engine thread or wait_link_up), or populated.
   static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;

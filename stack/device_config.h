@@ -46,7 +46,7 @@ struct DeviceConfig {
   uint8_t pcp = 0;               // 802.1Q priority (only with a VLAN)
   std::vector<StaticNeighbor> neighbors;
   std::string pcap;         // capture every RoCE frame sent and received to this file
-  std::string counters;     // write the counters to this file ("-": stderr) when the device closes
+  std::string counters;     // the counters go here ("-": stderr) when the device closes
   double drop = 0;          // fault injection: drop this fraction of frames received and sent
   double ce = 0;            // fault injection: mark this fraction of the ECT frames sent CE
   std::string cc = "none";  // congestion control of new QPs: none | dcqcn

@@ -286,6 +286,8 @@ __attribute__((destructor)) static void roce_verbs_unload() {
     for (auto& d : r.devices) {
       std::lock_guard<std::mutex> dlock(d->mu);
       if (d->device) {
+        // A program that exits without closing its device still gets its counters file.
+        d->device->write_counters();
         d->pump.reset();
         d->device->runner().stop();
         any_open = true;

@@ -392,5 +392,33 @@ TEST_F(VerbsTest, UnsupportedVerbsFailCleanly) {
   EXPECT_EQ(mult_to_ibv_rate(4), IBV_RATE_10_GBPS);
 }
 
+// Key `counters`: a program that returns from main (or calls exit) with its device still open
+// gets its counters file too, written as the shim unloads; with the engine on its own thread
+// and inline. No network is needed: net_null's port makes frames out of nothing.
+TEST(VerbsExit, CountersWrittenWhenAProgramExitsWithoutClosing) {
+  for (const char* mode : {"thread", "inline"}) {
+    SCOPED_TRACE(mode);
+    const std::string base = ::testing::TempDir() + "roce-exit-" + std::to_string(getpid());
+    const std::string config = base + ".conf", counters = base + ".counters";
+    std::remove(counters.c_str());
+    {
+      std::ofstream f(config);
+      f << "[device roceX]\nport = net_null7\nipv4 = 192.0.2.7/24\nmode = " << mode
+        << "\ncounters = " << counters << "\n";
+    }
+    const std::string cmd = "ROCE_CONFIG=" + config + " ROCE_DEVICE= " + ROCE_EXIT_WITHOUT_CLOSE;
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(counters);
+    ASSERT_TRUE(in.good()) << "no counters file " << counters;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("device roceX (net_null7"), std::string::npos) << text;
+    EXPECT_NE(text.find("driver:"), std::string::npos) << text;
+    EXPECT_EQ(text.find("engine thread") != std::string::npos, std::string(mode) == "thread")
+        << text;
+    std::remove(counters.c_str());
+    std::remove(config.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace roce::verbs_test
