@@ -257,8 +257,9 @@ void NeighborAgent::on_frame(const uint8_t* frame, uint32_t len, uint64_t now_ns
     ++ctr_.ignored;
     return;
   }
-  // IEEE 802.3 3.2.3: a source address is never a group address.
-  if (mac_is_group(eth.src.data())) {
+  // IEEE 802.3 3.2.3: a source address is never a group address. Nor is it all zeros, an
+  // address no station has: an answer to it would reach nobody (see on_arp).
+  if (mac_is_group(eth.src.data()) || mac_is_zero(eth.src)) {
     ++ctr_.malformed;
     return;
   }

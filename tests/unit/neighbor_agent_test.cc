@@ -19,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/inet_frames.h"
+
 namespace roce {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace roce::test;
 
 Bytes hex(const char* s) {
   Bytes out;
@@ -132,17 +134,6 @@ const Mac kPeer{0x02, 0, 0, 0, 0, 0x02};
 const Mac kOther{0x02, 0, 0, 0, 0, 0x03};
 const Mac kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
-Gid v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
-  return Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
-}
-Gid v6(uint16_t hi, uint16_t lo) {  // hi::lo
-  Gid g{};
-  g[0] = static_cast<uint8_t>(hi >> 8);
-  g[1] = static_cast<uint8_t>(hi);
-  g[14] = static_cast<uint8_t>(lo >> 8);
-  g[15] = static_cast<uint8_t>(lo);
-  return g;
-}
 const Gid kOurV4 = v4(10, 0, 0, 1);
 const Gid kPeerV4 = v4(10, 0, 0, 2);
 const Gid kOurV6 = v6(0xfd00, 1);
@@ -150,55 +141,7 @@ const Gid kPeerV6 = v6(0xfd00, 2);
 const Gid kOurLl = v6(0xfe80, 1);
 const Gid kPeerLl = v6(0xfe80, 2);
 
-// --- an independent checksum and frame builders ----------------------------------------------
-uint32_t sum16(const uint8_t* p, size_t n, uint32_t s = 0) {
-  for (size_t i = 0; i < n; ++i) s += (i & 1) ? p[i] : p[i] << 8;
-  return s;
-}
-uint16_t fold(uint32_t s) {
-  while (s > 0xffff) s = (s & 0xffff) + (s >> 16);
-  return static_cast<uint16_t>(s);
-}
-// True if the IPv4 header at `l3` (20 bytes) checks.
-bool ipv4_header_ok(const Bytes& f, size_t l3) { return fold(sum16(&f[l3], 20)) == 0xffff; }
-bool icmp4_ok(const Bytes& f, size_t l3) {
-  const size_t total = f[l3 + 2] << 8 | f[l3 + 3];
-  return fold(sum16(&f[l3 + 20], total - 20)) == 0xffff;
-}
-uint32_t pseudo6(const Bytes& f, size_t l3) {
-  const uint32_t plen = f[l3 + 4] << 8 | f[l3 + 5];
-  return sum16(&f[l3 + 8], 32) + plen + 58;
-}
-bool icmp6_ok(const Bytes& f, size_t l3) {
-  const uint32_t plen = f[l3 + 4] << 8 | f[l3 + 5];
-  return fold(sum16(&f[l3 + 40], plen, pseudo6(f, l3))) == 0xffff;
-}
-// Recompute checksums in place; both are no-ops where the lengths do not fit the frame.
-void fix_icmp6(Bytes& f, size_t l3) {
-  if (f.size() < l3 + 44) return;
-  const uint32_t plen = f[l3 + 4] << 8 | f[l3 + 5];
-  if (plen < 4 || f.size() < l3 + 40 + plen) return;
-  f[l3 + 42] = f[l3 + 43] = 0;
-  const uint16_t c = static_cast<uint16_t>(~fold(sum16(&f[l3 + 40], plen, pseudo6(f, l3))));
-  f[l3 + 42] = static_cast<uint8_t>(c >> 8);
-  f[l3 + 43] = static_cast<uint8_t>(c);
-}
-void fix_ipv4(Bytes& f, size_t l3, bool icmp = true) {
-  const size_t ihl = f.size() > l3 ? (f[l3] & 15) * 4 : 0;
-  if (ihl < 20 || f.size() < l3 + ihl) return;
-  f[l3 + 10] = f[l3 + 11] = 0;
-  const uint16_t c = static_cast<uint16_t>(~fold(sum16(&f[l3], ihl)));
-  f[l3 + 10] = static_cast<uint8_t>(c >> 8);
-  f[l3 + 11] = static_cast<uint8_t>(c);
-  const size_t total = f[l3 + 2] << 8 | f[l3 + 3];
-  if (icmp && f[l3 + 9] == 1 && total >= ihl + 4 && f.size() >= l3 + total) {
-    f[l3 + ihl + 2] = f[l3 + ihl + 3] = 0;
-    const uint16_t i = static_cast<uint16_t>(~fold(sum16(&f[l3 + ihl], total - ihl)));
-    f[l3 + ihl + 2] = static_cast<uint8_t>(i >> 8);
-    f[l3 + ihl + 3] = static_cast<uint8_t>(i);
-  }
-}
-
+// --- frame builders (checksums: tests/support/inet_frames.h) --------------------------------
 void put(Bytes& b, const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
 void put16(Bytes& b, uint16_t v) {
   b.push_back(static_cast<uint8_t>(v >> 8));
@@ -872,6 +815,16 @@ TEST_F(NeighborAgentTest, MalformedFramesAreCountedAndDropped) {
   cases.push_back(arp(1, kBroadcast, kPeer, v4(224, 0, 0, 5), Mac{}, kOurV4));
   cases.push_back(hex(kArpReq));
   cases.back().pop_back();
+  // Frames from the zero MAC: an echo request, and an NS without the source link-layer option
+  // (both would be answered to the frame's source address).
+  {
+    Bytes f = hex(kEchoReq);
+    std::fill(f.begin() + 6, f.begin() + 12, 0);
+    cases.push_back(f);
+    Bytes g = ns(kPeerV6, kOurV6, /*slla=*/false);
+    std::fill(g.begin() + 6, g.begin() + 12, 0);
+    cases.push_back(g);
+  }
   // Echo from a martian source.
   cases.push_back(echo4(kUs, v4(127, 0, 0, 1), kOurV4, Bytes(8)));
   cases.push_back(echo4(kUs, v4(255, 255, 255, 255), kOurV4, Bytes(8)));
