@@ -195,7 +195,7 @@ NeighborAgent::NeighborAgent(NeighborTable& table, const Mac& mac, std::vector<G
     }
   }
   // Entries the wire creates go into reserved storage: learning never allocates.
-  if (table_.entries().capacity() < cfg_.max_entries) table_.entries().reserve(cfg_.max_entries);
+  table_.reserve(cfg_.max_entries);
 }
 
 int NeighborAgent::find_v4(const uint8_t* ip) const {
@@ -811,7 +811,7 @@ void NeighborAgent::send_na(const Mac& dst_mac, const uint8_t* dst_ip, const uin
 
 uint64_t NeighborAgent::tick(uint64_t now_ns) {
   uint64_t next = UINT64_MAX;
-  auto& entries = table_.entries();
+  const auto entries = table_.entries();  // a span: the entries change, their number not
   for (size_t i = 0; i < entries.size(); ++i) {
     NeighborTable::Entry& e = entries[i];
     const bool incomplete = e.state == NeighborTable::State::kIncomplete;

@@ -286,6 +286,71 @@ class NeighborAgentTest : public ::testing::Test {
 
 // --- answers, byte for byte against Linux -----------------------------------------------------
 
+// --- the table's index ---------------------------------------------------------------------------
+
+// The hash index finds exactly what a scan of the entries would, keeps the entries in the order
+// they were added, and survives growing past its reserve (every rehash), for IPv4 and IPv6
+// addresses alike, whatever the table's random seed.
+TEST(NeighborTable, IndexAgreesWithAScanOfTheEntries) {
+  for (int round = 0; round < 3; ++round) {
+    NeighborTable t;
+    t.reserve(8);
+    std::mt19937 rng(777 + round);
+    std::vector<Gid> order;  // every address, in the order it was added
+    auto scan = [&](const Gid& ip) -> const NeighborTable::Entry* {
+      for (const auto& e : t.entries()) {
+        if (e.ip == ip) return &e;
+      }
+      return nullptr;
+    };
+    auto random_ip = [&] {
+      // Few distinct values, so that addresses repeat and nearby ones share index slots.
+      if (rng() % 2) return v4(10, static_cast<uint8_t>(rng() % 4), 0, static_cast<uint8_t>(rng()));
+      return v6(static_cast<uint16_t>(0xfd00 + rng() % 2), static_cast<uint16_t>(rng() % 2000));
+    };
+    for (int i = 0; i < 4000; ++i) {
+      const Gid ip = random_ip();
+      const bool known = scan(ip) != nullptr;
+      const Mac mac{2,
+                    0,
+                    0,
+                    static_cast<uint8_t>(i >> 16),
+                    static_cast<uint8_t>(i >> 8),
+                    static_cast<uint8_t>(i)};
+      switch (rng() % 3) {
+        case 0:
+          t.want(ip);
+          break;
+        case 1:
+          t.learn(ip, mac);
+          break;
+        default:
+          t.add_static(ip, mac);
+          break;
+      }
+      if (!known) order.push_back(ip);
+      ASSERT_EQ(t.entries().size(), order.size());
+      ASSERT_EQ(t.find(ip), scan(ip));
+    }
+    ASSERT_GT(order.size(), 1000u);  // grown far past the reserve of 8
+    for (size_t k = 0; k < order.size(); ++k) {
+      ASSERT_EQ(t.entries()[k].ip, order[k]);
+      ASSERT_EQ(t.find(order[k]), &t.entries()[k]);
+      const auto& e = t.entries()[k];
+      const bool usable =
+          e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStatic;
+      ASSERT_EQ(t.lookup(order[k]).has_value(), usable);
+      if (usable) {
+        ASSERT_EQ(*t.lookup(order[k]), e.mac);
+      }
+    }
+    for (int i = 0; i < 2000; ++i) {  // absent addresses: another subnet and another prefix
+      EXPECT_EQ(t.find(v4(10, 9, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i))), nullptr);
+      EXPECT_EQ(t.find(v6(0xfd09, static_cast<uint16_t>(i))), nullptr);
+    }
+  }
+}
+
 TEST_F(NeighborAgentTest, BuildersMatchScapy) {
   EXPECT_EQ(to_hex(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4)), kScapyArpReplyFromPeer);
   EXPECT_EQ(to_hex(na(kPeer, kPeerV6, kS | kO)), kScapyNaFromPeer);
