@@ -4,7 +4,7 @@
 // its destination MAC in its path headers. The neighbour agent also looks up the sender of
 // every ARP / ND frame it receives, so lookups go through a hash index (open addressing,
 // multiply-shift with a per-table random seed, so that a station on the segment cannot pick
-// addresses that collide): a full table costs a broadcast ARP no more than an empty one.
+// addresses that collide): a full table costs a broadcast ARP about what an empty one does.
 // Entries are never removed; they keep the order they were added in.
 #pragma once
 

@@ -7,14 +7,15 @@
 //           (from byte 1) instead of 1024; bit 2 no reachability re-probing; bits 3-4 our
 //           addresses: both families, IPv4 only, IPv6 only.
 // Then steps, each led by one byte whose low three bits say what it is:
-//   0  a frame: two bytes of length (little-endian, cut to what is left), then the frame. Bit 3
-//      of the step byte recomputes its IPv4 header, ICMP and ICMPv6 checksums where the lengths
-//      allow, so the fuzzer reaches the code behind them; bit 4 pads it to 60 bytes.
+//   0  a frame: two bytes of length (little-endian, cut to what is left), then the frame. Its
+//      IPv4 header, ICMP and ICMPv6 checksums are recomputed where the lengths allow, so that a
+//      mutation anywhere in a valid frame reaches the code behind them; bit 3 of the step byte
+//      keeps the checksums as given instead. Bit 4 pads the frame to 60 bytes.
 //   1  time passes (next byte x 50 ms) and the agent's timer runs.
 //   2  the engine wants a neighbour (next byte picks an address), then the timer runs.
 //   3  a static entry (next byte picks the address and MAC).
 //   4  the transmit path starts or stops refusing frames.
-//   5-7 a frame as in 0, with checksums recomputed.
+//   5-7 a frame, as 0.
 //
 // Beyond "no crash, no sanitizer report", after every step: each frame landed in exactly one
 // receive counter; every frame sent is one the agent may send (checked field by field here,
@@ -228,7 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::vector<uint8_t> f(data + pos, data + pos + len);
       pos += len;
       if ((step & 0x10) && f.size() < 60) f.resize(60, 0);
-      if (kind != 0 || (step & 0x08)) fix_checksums(f);
+      if (!(step & 0x08)) fix_checksums(f);
       // An exact-size heap copy (empty: no buffer at all), so that ASan sees any over-read.
       agent.on_frame(f.empty() ? nullptr : f.data(), static_cast<uint32_t>(f.size()), now);
       if (rx_total(agent.counters()) != rx_total(before) + 1) {
@@ -249,11 +250,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const uint8_t b = next();
       const Static st{kPicks[b % std::size(kPicks)], kMacs[(b >> 4) % std::size(kMacs)]};
       table.add_static(st.ip, st.mac);
-      for (auto& old : statics) {
-        if (old.ip == st.ip) old.mac = st.mac;
-      }
-      if (std::none_of(statics.begin(), statics.end(),
-                       [&](const Static& o) { return o.ip == st.ip; })) {
+      auto it = std::find_if(statics.begin(), statics.end(),
+                             [&](const Static& o) { return o.ip == st.ip; });
+      if (it != statics.end()) {
+        it->mac = st.mac;
+      } else {
         statics.push_back(st);
       }
     } else if (kind == 4) {

@@ -1,7 +1,7 @@
-// Test helpers for IPv4 / IPv6 / ICMP frames, written independently of the stack's code: GIDs
-// from addresses, and the Internet checksum (RFC 1071) to check and to recompute the checksums
-// of a frame whose L3 header starts at byte `l3`. Shared by the neighbour agent's unit test and
-// its fuzzer.
+// Test helpers for Ethernet / ARP / IPv4 / IPv6 / ICMP frames, written independently of the
+// stack's code: GIDs from addresses, Ethernet and ARP builders, and the Internet checksum
+// (RFC 1071) to check and to recompute the checksums of a frame whose L3 header starts at byte
+// `l3`. Shared by the neighbour agent's unit test, fuzzer and benchmark.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,38 @@ inline Gid v6(uint16_t hi, uint16_t lo) {  // hi::lo
   g[14] = static_cast<uint8_t>(lo >> 8);
   g[15] = static_cast<uint8_t>(lo);
   return g;
+}
+
+inline void put(Bytes& b, const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
+inline void put16(Bytes& b, uint16_t v) {
+  b.push_back(static_cast<uint8_t>(v >> 8));
+  b.push_back(static_cast<uint8_t>(v));
+}
+// `b` with zeros up to `n` bytes (Ethernet's minimum frame without FCS by default).
+inline Bytes padded(Bytes b, size_t n = 60) {
+  if (b.size() < n) b.resize(n, 0);
+  return b;
+}
+inline Bytes eth(const Mac& dst, const Mac& src, uint16_t type) {
+  Bytes b;
+  put(b, dst.data(), 6);
+  put(b, src.data(), 6);
+  put16(b, type);
+  return b;
+}
+// An Ethernet / ARP (Ethernet, IPv4) frame of 42 bytes, unpadded; addresses as GIDs.
+inline Bytes arp(uint16_t op, const Mac& eth_dst, const Mac& sha, const Gid& spa, const Mac& tha,
+                 const Gid& tpa) {
+  Bytes b = eth(eth_dst, sha, 0x0806);
+  for (uint16_t v : {1, 0x0800}) put16(b, v);
+  b.push_back(6);
+  b.push_back(4);
+  put16(b, op);
+  put(b, sha.data(), 6);
+  put(b, spa.data() + 12, 4);
+  put(b, tha.data(), 6);
+  put(b, tpa.data() + 12, 4);
+  return b;
 }
 
 inline uint32_t sum16(const uint8_t* p, size_t n, uint32_t s = 0) {

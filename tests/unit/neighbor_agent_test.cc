@@ -41,11 +41,6 @@ std::string to_hex(const Bytes& b) {
   }
   return s;
 }
-Bytes padded(Bytes b, size_t n = 60) {
-  if (b.size() < n) b.resize(n, 0);
-  return b;
-}
-
 // --- golden vectors (Linux 6.18) ------------------------------------------------------------
 // ARP request 10.0.0.2 (02:..:02) -> who has 10.0.0.1; Linux's unicast reply (42 bytes as captured
 // at the sender: the NIC pads it to 60 on the wire).
@@ -141,32 +136,8 @@ const Gid kPeerV6 = v6(0xfd00, 2);
 const Gid kOurLl = v6(0xfe80, 1);
 const Gid kPeerLl = v6(0xfe80, 2);
 
-// --- frame builders (checksums: tests/support/inet_frames.h) --------------------------------
-void put(Bytes& b, const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
-void put16(Bytes& b, uint16_t v) {
-  b.push_back(static_cast<uint8_t>(v >> 8));
-  b.push_back(static_cast<uint8_t>(v));
-}
-Bytes eth(const Mac& dst, const Mac& src, uint16_t type) {
-  Bytes b;
-  put(b, dst.data(), 6);
-  put(b, src.data(), 6);
-  put16(b, type);
-  return b;
-}
-Bytes arp(uint16_t op, const Mac& eth_dst, const Mac& sha, const Gid& spa, const Mac& tha,
-          const Gid& tpa) {
-  Bytes b = eth(eth_dst, sha, 0x0806);
-  for (uint16_t v : {1, 0x0800}) put16(b, v);
-  b.push_back(6);
-  b.push_back(4);
-  put16(b, op);
-  put(b, sha.data(), 6);
-  put(b, spa.data() + 12, 4);
-  put(b, tha.data(), 6);
-  put(b, tpa.data() + 12, 4);
-  return b;
-}
+// --- frame builders (Ethernet, ARP, checksums: tests/support/inet_frames.h)
+// --------------------------------
 Bytes echo4(const Mac& dst_mac, const Gid& src, const Gid& dst, const Bytes& data) {
   Bytes b = eth(dst_mac, kPeer, 0x0800);
   const uint16_t total = static_cast<uint16_t>(28 + data.size());
