@@ -231,6 +231,15 @@ std::string Device::counters_text() {
                     (unsigned long long)es.rx_nombuf);
       s += buf;
     }
+    if (port_->burst_gated()) {
+      const burst_gate::Stats g = burst_gate::stats();
+      std::snprintf(buf, sizeof buf,
+                    "  bursts skipped while EAL's interrupt thread ran %llu (the process's gate "
+                    "closed %llu times, waited for a burst %llu times)\n",
+                    (unsigned long long)pc.bursts_gated, (unsigned long long)g.closes,
+                    (unsigned long long)g.waits);
+      s += buf;
+    }
     if (faults_) {
       std::snprintf(buf, sizeof buf, "fault injection: dropped rx %llu tx %llu, CE marked %llu\n",
                     (unsigned long long)faults_->counters().rx_dropped,

@@ -407,6 +407,19 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     if (rc != 0) return fail("rte_eth_macaddr_get: " + errno_text(rc));
     std::memcpy(port->mac_, mac.addr_bytes, sizeof(port->mac_));
   }
+  if (port->shares_peer_memory_) {
+    // Before the first burst. Without the gate the port works as it did before it: a peer
+    // that leaves during a burst may crash this process.
+    const char* why = nullptr;
+    port->gated_ = burst_gate::add(&port->gate_, &why);
+    if (!port->gated_) {
+      burst_gate::remove(&port->gate_);
+      std::fprintf(stderr,
+                   "DpdkPort %s: bursts are not kept apart from the peer's leaving (%s): this "
+                   "process may crash if its peer leaves during a burst\n",
+                   port->name_.c_str(), why ? why : "unknown");
+    }
+  }
   return port;
 }
 
@@ -418,6 +431,7 @@ DpdkPort::~DpdkPort() {
     if (configured_) rte_eth_dev_close(port_id_);
     if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
   });
+  if (gated_) burst_gate::remove(&gate_);
   if (pool_ != nullptr) {
     // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)
     // would turn their later free into a write to freed memory: leak it instead, and say so.
@@ -476,7 +490,24 @@ void DpdkPort::read_ring_drops_locked() const {
   }
 }
 
+// A burst of a port whose driver shares memory with its peer: never beside what EAL's interrupt
+// thread does to that memory (dpdk/burst_gate.h).
+template <uint16_t (DpdkPort::*Burst)(PktBuf*, uint16_t)>
+uint16_t DpdkPort::through_gate(PktBuf* bufs, uint16_t n) {
+  if (unlikely(!burst_gate::enter(gate_))) {
+    bursts_gated_.add(1);
+    return 0;
+  }
+  const uint16_t done = (this->*Burst)(bufs, n);
+  burst_gate::leave(gate_);
+  return done;
+}
+
 uint16_t DpdkPort::rx_burst(PktBuf* bufs, uint16_t n) {
+  return gated_ ? through_gate<&DpdkPort::rx_burst_now>(bufs, n) : rx_burst_now(bufs, n);
+}
+
+uint16_t DpdkPort::rx_burst_now(PktBuf* bufs, uint16_t n) {
   rte_mbuf* mbufs[kChunk];
   uint16_t seen = 0;  // frames taken from the driver; out <= seen <= n
   uint16_t out = 0;
@@ -536,6 +567,10 @@ rte_mbuf* DpdkPort::linearize(rte_mbuf* m) {
 }
 
 uint16_t DpdkPort::tx_burst(PktBuf* bufs, uint16_t n) {
+  return gated_ ? through_gate<&DpdkPort::tx_burst_now>(bufs, n) : tx_burst_now(bufs, n);
+}
+
+uint16_t DpdkPort::tx_burst_now(PktBuf* bufs, uint16_t n) {
   rte_mbuf* mbufs[kChunk];
   uint16_t taken = 0;
   uint64_t bytes = 0;
@@ -656,6 +691,7 @@ PortCounters DpdkPort::counters() const {
   c.rx_dropped_chained = rx_dropped_chained_.get();
   c.rx_dropped_oversize = rx_dropped_oversize_.get();
   c.tx_rejected = tx_rejected_.get();
+  c.bursts_gated = bursts_gated_.get();
   return c;
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dpdk/burst_gate.h"
 #include "stack/io/packet_io.h"
 
 struct rte_device;
@@ -58,6 +59,9 @@ struct PortCounters {
   uint64_t rx_dropped_chained = 0;   // chained frames too big for one mbuf, or no mbuf to copy to
   uint64_t rx_dropped_oversize = 0;  // frames longer than max_frame_len()
   uint64_t tx_rejected = 0;          // offered to tx_burst but not taken (ring full)
+  // net_memif: bursts skipped (nothing received, nothing taken) while EAL's interrupt thread
+  // handled events, the peer's connect or leave among them (dpdk/burst_gate.h).
+  uint64_t bursts_gated = 0;
 };
 
 // The driver's own statistics (rte_eth_stats_get).
@@ -123,6 +127,9 @@ class DpdkPort final : public PacketIo {
   // Whether the driver shares rings and buffers with its peer through memory mapped after the
   // link comes up (net_memif), so that prefault_shared_memory() is worth calling on link-up.
   bool shares_peer_memory() const { return shares_peer_memory_; }
+  // Whether this port's bursts pass the burst gate (dpdk/burst_gate.h): every net_memif port,
+  // unless the gate could not be put in force (open() then says so on stderr).
+  bool burst_gated() const { return gated_; }
   // Maps in every page of the driver's shared regions (net_memif's memfd "memif_region_N"
   // mappings, found in /proc/self/maps) with MADV_POPULATE_WRITE, then reads a byte of each
   // page. Untouched, each page of the rings' buffers faults on its first use on both sides, and
@@ -173,6 +180,10 @@ class DpdkPort final : public PacketIo {
                                          const std::string& devargs, bool remove_on_close,
                                          std::string* error);
   rte_mbuf* linearize(rte_mbuf* m);
+  uint16_t rx_burst_now(PktBuf* bufs, uint16_t n);
+  uint16_t tx_burst_now(PktBuf* bufs, uint16_t n);
+  template <uint16_t (DpdkPort::*Burst)(PktBuf*, uint16_t)>
+  uint16_t through_gate(PktBuf* bufs, uint16_t n);
 
   uint16_t port_id_ = 0;
   std::string name_;
@@ -199,6 +210,11 @@ class DpdkPort final : public PacketIo {
 
   Counter rx_packets_, rx_bytes_, tx_packets_, tx_bytes_;
   Counter rx_linearized_, rx_dropped_chained_, rx_dropped_oversize_, tx_rejected_;
+  Counter bursts_gated_;
+
+  // net_memif: bursts pass the gate (dpdk/burst_gate.h); gated_ once add() succeeded.
+  bool gated_ = false;
+  burst_gate::Slot gate_;
 };
 
 // Maps in the pages of [start, end) writable without changing their contents (the page
