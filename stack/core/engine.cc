@@ -103,13 +103,17 @@ bool Engine::poll() {
     work |= timers_.armed() != before;
   }
 
-  if (req_head_ || resp_head_) {
+  // Output waiting for a port that takes nothing (a link that is down, a peer that is gone)
+  // is no progress: such polls count as idle, so that the engine thread backs off instead of
+  // holding its core until the QPs give up (never, with retry_cnt 7).
+  if ((req_head_ || resp_head_) && tx_room()) {
     work = true;
     run_output();
   }
   if (n_txq_) {
-    work = true;
+    const uint64_t sent = ctr_.tx_frames;
     flush_tx();
+    work |= ctr_.tx_frames != sent;
   }
   return work;
 }

@@ -159,7 +159,8 @@ class Engine {
   std::optional<AsyncEvent> next_async_event();
 
   // --- datapath (engine.cc) ---
-  // One iteration. Returns true if it did any work (received, sent, or fired a timer).
+  // One iteration. Returns true if it did any work (received, sent, built output, or fired a
+  // timer); frames that wait because the port takes none count as no work.
   bool poll();
   // Earliest armed timer deadline (ns), UINT64_MAX if none. For simulators and idle sleep.
   uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }

@@ -3,10 +3,12 @@
 // - threaded (default): a thread of its own polls the engine. When idle it backs off -- a few
 //   thousand polls (yielding its core now and then if that runs another thread), then sleeps up to
 //   IdlePolicy::max_sleep_ns -- so an idle stack does not hold a core; a doorbell (a post) wakes
-//   it at once through a futex. While a thread that never yields shares its core (YieldPacer),
-//   it sleeps instead of spinning. Received packets cannot wake it: the sleep bound is the extra
-//   latency an idle engine adds to the first packet, unless an application thread that waits
-//   for a completion polls the engine itself meanwhile (assist()).
+//   it at once through a futex. Frames waiting for a port that takes none (a link that is down)
+//   are no work: such an engine backs off too, and its timers still fire on each wake-up. While a
+//   thread that never yields shares its core (YieldPacer), it sleeps instead of spinning. Received
+//   packets cannot wake it: the sleep bound is the extra latency an idle engine adds to the first
+//   packet, unless an application thread that waits for a completion polls the engine itself
+//   meanwhile (assist()).
 // - inline: the application's threads drive it by calling poll() (run-to-completion, for
 //   latency), one at a time under a try-lock.
 //

@@ -263,6 +263,46 @@ TEST(EngineRunnerThreaded, AssistPollsWhileTheEngineThreadSleeps) {
   runner.stop();  // wakes the thread: no 30 s wait
 }
 
+// A port that takes no frames (a link that went down, a memif peer that left) leaves the engine
+// nothing to do but wait: polls whose only work is offering it frames count as idle, so that
+// the engine thread backs off. Every such poll used to count as work, and the QP retries for
+// ever with retry_cnt 7: a roce-perf whose memif peer was killed held its core at 100 % (and
+// offered the port 1.1 billion frames a second) until it exited.
+TEST(EngineIdle, FramesThePortRefusesAreNoWork) {
+  ProtocolHarness h;
+  h.port().tx_limit = 0;
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_EQ(h.post_send(WrOpcode::kSend, i, 0, 64), 0);
+  EXPECT_TRUE(h.engine().poll());  // the sends are built
+  EXPECT_FALSE(h.engine().poll()) << "a poll that sent nothing counted as work";
+  EXPECT_FALSE(h.engine().poll());
+  EXPECT_TRUE(h.port().take_sent().empty());
+  h.port().tx_limit = 1u << 30;  // the link is back
+  EXPECT_TRUE(h.engine().poll());
+  EXPECT_EQ(h.port().take_sent().size(), 8u);
+  EXPECT_FALSE(h.engine().poll());
+}
+
+TEST(EngineIdle, TheEngineThreadSleepsWhileThePortTakesNothing) {
+  ProtocolHarness h;
+  h.port().tx_limit = 0;
+  IdlePolicy idle;
+  idle.spin_polls = 64;
+  idle.min_sleep_ns = idle.max_sleep_ns = 1'000'000;
+  EngineRunner runner(h.engine(), /*threaded=*/true, idle);
+  runner.start();
+  runner.run([&h] {
+    for (uint64_t i = 0; i < 8; ++i) h.post_send(WrOpcode::kSend, i, 0, 64);
+  });
+  // The harness's clock stands still: no timer fires, the frames only wait.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runner.stats().sleeps < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(runner.stats().sleeps, 3u) << "the engine thread kept polling a port that took nothing";
+  runner.stop();
+  EXPECT_TRUE(h.port().take_sent().empty());
+}
+
 // A thread pinned to `cpu` that spins until stopped; with `assist`, it polls the engine every 64
 // turns as an application spinning on its CQ does (the shim's ibv_poll_cq), otherwise it touches
 // nothing the engine writes (perftest's write_lat waiting for its byte).
