@@ -92,24 +92,19 @@ bool add(Slot* s, const char** error) {
   if (rte_thread_is_intr() != 0) return true;  // (not expected: ports open elsewhere)
   if (!run_on_eal_interrupt_thread([] {}, std::chrono::seconds(5))) {
     *error = "EAL's interrupt thread did not answer";
-    return false;
-  }
-  if (r.closes.load(std::memory_order_relaxed) == closes_before) {
+  } else if (r.closes.load(std::memory_order_relaxed) == closes_before) {
     *error = "EAL's interrupt thread does not wait through this program's epoll_wait";
-    return false;
+  } else {
+    return true;
   }
-  return true;
+  remove(s);
+  return false;
 }
 
 void remove(Slot* s) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (size_t i = 0; i < r.slots.size(); ++i) {
-    if (r.slots[i] == s) {
-      r.slots.erase(r.slots.begin() + static_cast<std::ptrdiff_t>(i));
-      break;
-    }
-  }
+  std::erase(r.slots, s);
 }
 
 Stats stats() {

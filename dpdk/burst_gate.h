@@ -45,8 +45,8 @@ struct alignas(64) Slot {
 // Before a burst: false if the gate is closed (then skip the burst, and do not call leave()).
 inline bool enter(Slot& s) {
   s.busy.store(1, std::memory_order_relaxed);
-  // Store-load ordering against close(): either close() sees busy set and waits, or this load
-  // sees the gate closed.
+  // Store-load ordering against the interrupt thread's closing of the gate: either it sees busy
+  // set and waits, or this load sees the gate closed.
   if (g_gate.fenced.load(std::memory_order_relaxed)) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   } else {
@@ -64,7 +64,7 @@ inline void leave(Slot& s) { s.busy.store(0, std::memory_order_release); }
 
 // Gates a port's slot from now on (the port is open, before its first burst); the slot stays
 // valid until remove(). Also makes sure the gate is in force: false, with *error, if it
-// cannot be (then bursts are not protected, as before; the port still works).
+// cannot be (the slot is then not gated: bursts are not protected, as before, and still work).
 bool add(Slot* s, const char** error);
 // Stops gating the slot (no burst on it is running or will run).
 void remove(Slot* s);

@@ -413,7 +413,6 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     const char* why = nullptr;
     port->gated_ = burst_gate::add(&port->gate_, &why);
     if (!port->gated_) {
-      burst_gate::remove(&port->gate_);
       std::fprintf(stderr,
                    "DpdkPort %s: bursts are not kept apart from the peer's leaving (%s): this "
                    "process may crash if its peer leaves during a burst\n",

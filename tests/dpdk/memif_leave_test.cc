@@ -25,11 +25,9 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "dpdk/dpdk_port.h"
 #include "dpdk/eal.h"
-#include "dpdk/testing.h"
 
 namespace roce::dpdk {
 namespace {

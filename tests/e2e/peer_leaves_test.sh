@@ -2,8 +2,9 @@
 # End to end: a net_memif peer killed (SIGKILL) in the middle of a write_bw. The survivor must
 # neither crash nor hang: it exits 1 with a line that says what went wrong. Each side is killed
 # in turn, with memif copying both ways and with a zero-copy client (zero-copy=yes, EAL's
-# --single-file-segments). Both processes run in one namespace of the test's own, joined by
-# a memif socket in the test's directory, and exchange their QP details over its loopback.
+# --single-file-segments). Both processes run in the first namespace of the test's testbed
+# (which makes two), joined by a memif socket in the test's directory, and exchange their QP
+# details over its loopback.
 #
 # net_memif tears the link down on EAL's interrupt thread when the peer goes; a burst the
 # survivor's engine was inside then touched unmapped memory (SIGSEGV once in 212 kills here
@@ -51,13 +52,13 @@ kill_one() {
   for _ in $(seq 150); do grep -q '#bytes' "$WORK/$name.client.out" && break; sleep 0.1; done
   grep -q '#bytes' "$WORK/$name.client.out" || die "$name: the client never started: $(tail -n 3 "$WORK/$name.client.out")"
   sleep 1
-  local vpid=$spid survivor=client spid_survivor=$cpid
-  if [[ $victim == client ]]; then vpid=$cpid survivor=server spid_survivor=$spid; fi
+  local vpid=$spid survivor=client survivor_pid=$cpid
+  if [[ $victim == client ]]; then vpid=$cpid survivor=server survivor_pid=$spid; fi
   # roce-perf is timeout's child (ip netns exec replaced itself with timeout).
   pkill -KILL -P "$vpid" || die "$name: no $victim process to kill"
   wait "$vpid" 2>/dev/null || true
   local rc=0
-  wait "$spid_survivor" || rc=$?
+  wait "$survivor_pid" || rc=$?
   local out="$WORK/$name.$survivor.out"
   if [[ $rc -ne 1 ]] || ! grep -q '^roce-perf: ' "$out"; then
     echo "--- $survivor ($name) ---"
