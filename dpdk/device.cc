@@ -138,7 +138,17 @@ Device::~Device() {
 
 uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
 
-bool Device::link_up() const { return port_->link_up(); }
+bool Device::link_up() const {
+  const bool up = port_->link_up();
+  if (up && !link_seen_up_.load(std::memory_order_relaxed)) link_seen_up_.store(true);
+  return up;
+}
+
+bool Device::link_lost() const {
+  // Read before asking the port: a link that comes up between the two is not called lost.
+  const bool seen = link_seen_up_.load();
+  return !link_up() && seen;
+}
 
 bool Device::ready_link() {
   uint8_t expected = kLinkNotReady;
@@ -156,7 +166,7 @@ bool Device::wait_link_up(std::chrono::milliseconds timeout) {
   // Up, and for a memif port its shared memory populated, by this thread or by the engine
   // thread (which may have started first: then wait for it to finish, so that what the caller
   // measures next takes no page faults).
-  while (!port_->link_up() || (port_->shares_peer_memory() && !ready_link())) {
+  while (!link_up() || (port_->shares_peer_memory() && !ready_link())) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     // Sleep rather than spin: a net_memif link comes up through control messages that the
     // process's interrupt thread handles, maybe on this core.
@@ -185,7 +195,7 @@ uint64_t Device::tick(void* ctx, uint64_t now_ns) {
   // A net_memif peer maps the shared rings when the link comes up (again after a reconnect):
   // fault them in now rather than one page at a time under the first messages.
   if (d->port_->shares_peer_memory()) {
-    if (d->port_->link_up()) {
+    if (d->link_up()) {
       d->ready_link();
     } else {
       d->link_ready_.store(kLinkNotReady);

@@ -43,8 +43,12 @@ class Device {
   uint32_t max_frame_len() const;
   Mtu active_mtu() const { return engine_->active_mtu(); }
   // Whether the port's link is up. A net_memif link comes up once both sides' ports run and
-  // their control channel has connected, some milliseconds after open() returns.
+  // their control channel has connected, some milliseconds after open() returns. Any thread.
   bool link_up() const;
+  // Whether the link was seen up (by link_up(), wait_link_up or the engine's timer) and is down
+  // now: a net_memif peer that left, a cable pulled. A link that has not come up yet is not
+  // lost (a memif server waits for its first client). Any thread.
+  bool link_lost() const;
   // Waits (sleeping) up to `timeout` for the link to come up, then readies it: a net_memif
   // port's shared rings are mapped in (DpdkPort::prefault_shared_memory) so that the first
   // messages take no page faults. A tool that measures should call this before it starts; the
@@ -88,6 +92,7 @@ class Device {
   // the engine thread or wait_link_up), or populated.
   static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;
   std::atomic<uint8_t> link_ready_{kLinkNotReady};
+  mutable std::atomic<bool> link_seen_up_{false};  // see link_lost()
 };
 
 }  // namespace roce::dpdk

@@ -247,6 +247,10 @@ ibv_context* ibv_open_device(ibv_device* device) {
       return nullptr;
     }
     pthread_mutex_init(&c.mutex, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(d->reg_mu);
+      d->contexts.push_back(ctx.get());
+    }
     return &ctx.release()->vctx.context;
   });
 }
@@ -272,6 +276,10 @@ int ibv_close_device(ibv_context* context) {
     close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);
     ShimDevice* d = ctx->dev;
+    {
+      std::lock_guard<std::mutex> lock(d->reg_mu);
+      std::erase(d->contexts, ctx);
+    }
     delete ctx;
     release_device(d);
     return 0;

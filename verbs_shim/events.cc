@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dpdk/device.h"
 #include "verbs_shim/shim.h"
 
 namespace roce::verbs {
@@ -36,6 +37,7 @@ void EventPump::loop() {
     // Inline mode: only while no application thread polls (one that does is not preempted).
     if (inline_) runner_->poll_if_unattended(256);
     dispatch();
+    watch_link();
     lock.lock();
     cv_.wait_for(lock, std::chrono::milliseconds(inline_ ? 1 : 2));
   }
@@ -43,6 +45,22 @@ void EventPump::loop() {
 
 void EventPump::dispatch() {
   while (std::optional<AsyncEvent> e = engine_->next_async_event()) deliver(*e);
+}
+
+// A port whose link was up and went down is reported as rdma-core's providers report a port
+// that loses its carrier, and again when it comes back. Before the link first comes up (a
+// net_memif server waits for its client) the port counts as active: nothing was lost, and
+// programs that check the port's state as they start (perftest does) must not fail for it.
+void EventPump::watch_link() {
+  const bool lost = dev_->device->link_lost();
+  if (lost == link_lost_) return;
+  link_lost_ = lost;
+  ibv_async_event ev;
+  std::memset(&ev, 0, sizeof ev);
+  ev.event_type = lost ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE;
+  ev.element.port_num = 1;
+  std::lock_guard<std::mutex> lock(dev_->reg_mu);
+  for (ShimContext* ctx : dev_->contexts) set_async_event(ctx, ev);
 }
 
 void EventPump::deliver(const AsyncEvent& e) {

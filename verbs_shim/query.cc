@@ -1,7 +1,7 @@
 // Device, port, GID and P_Key queries. The numbers come from the engine's configuration and
 // the stack's limits (stack/core/queues.h); the port looks like a RoCE port of an RDMA NIC:
-// port 1, ACTIVE, Ethernet link layer, LID 0, RoCE v2 GIDs (IPv6 link-local first, then the
-// IPv4-mapped and IPv6 addresses, as rxe shows them).
+// port 1, ACTIVE (DOWN once a link that was up is lost), Ethernet link layer, LID 0, RoCE v2 GIDs
+// (IPv6 link-local first, then the IPv4-mapped and IPv6 addresses, as rxe shows them).
 #include <arpa/inet.h>
 #include <endian.h>
 
@@ -84,7 +84,9 @@ uint64_t node_guid_be(ShimDevice* dev) {
 
 void fill_port_attr(ShimContext* ctx, ibv_port_attr* a) {
   std::memset(a, 0, sizeof *a);
-  a->state = IBV_PORT_ACTIVE;
+  // Down once a link that was up is lost (events.cc: watch_link), active otherwise.
+  const bool lost = ctx->device->link_lost();
+  a->state = lost ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = static_cast<ibv_mtu>(ctx->device->active_mtu());
   a->gid_tbl_len = static_cast<int>(gids(ctx).size());
@@ -94,10 +96,10 @@ void fill_port_attr(ShimContext* ctx, ibv_port_attr* a) {
   a->lid = 0;
   a->sm_lid = 0;
   a->lmc = 0;
-  a->max_vl_num = 1;     // VL0 only
-  a->active_width = 1;   // 1X
-  a->active_speed = 32;  // EDR: 25 Gb/s per lane (a plausible software NIC figure)
-  a->phys_state = 5;     // LinkUp
+  a->max_vl_num = 1;             // VL0 only
+  a->active_width = 1;           // 1X
+  a->active_speed = 32;          // EDR: 25 Gb/s per lane (a plausible software NIC figure)
+  a->phys_state = lost ? 2 : 5;  // Polling (rxe's for a port up without carrier) : LinkUp
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
   a->flags = IBV_QPF_GRH_REQUIRED;  // RoCE: every address handle is global
 }

@@ -72,9 +72,11 @@ struct ShimSrq;
 struct ShimDevice;
 
 // One thread per open device (events.cc). Every tick it moves the engine's asynchronous events
-// to the contexts' async_fds; in inline mode it also drives the engine while no application
-// thread does, so peers get their ACKs and READ responses even from an application that is not
-// polling. It sleeps between ticks: an idle device costs a few hundred wake-ups a second.
+// to the contexts' async_fds and looks at the port's link (IBV_EVENT_PORT_ERR when a link that
+// was up goes down, IBV_EVENT_PORT_ACTIVE when it comes back, to every context of the device);
+// in inline mode it also drives the engine while no application thread does, so peers get
+// their ACKs and READ responses even from an application that is not polling. It sleeps
+// between ticks: an idle device costs a few hundred wake-ups a second.
 class EventPump {
  public:
   EventPump(ShimDevice* dev, Engine* engine, EngineRunner* runner, bool inline_mode);
@@ -86,11 +88,13 @@ class EventPump {
   void loop();
   void dispatch();
   void deliver(const AsyncEvent& e);
+  void watch_link();
 
   ShimDevice* dev_;
   Engine* engine_;
   EngineRunner* runner_;
   const bool inline_;
+  bool link_lost_ = false;  // as last reported to the contexts (the pump's thread only)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -117,6 +121,7 @@ struct ShimDevice {
   std::unordered_map<uint32_t, ShimQp*> qps;
   std::unordered_map<uint32_t, ShimCq*> cqs;
   std::unordered_map<uint32_t, ShimSrq*> srqs;
+  std::vector<ShimContext*> contexts;  // the open ones: port events go to each
 };
 
 // Objects a context created, destroyed with it if the application does not.

@@ -208,7 +208,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
       continue;
     }
     t_.relax();
-    if (watch.stalled()) return fail_stalled(tx.completed(), tx.total());
+    if (watch.stalled()) return fail_stalled(watch, tx.completed(), tx.total());
     if (interrupted()) return fail("interrupted");
   }
   finish_bw_window(dur, tx.total());
@@ -242,9 +242,8 @@ bool PerfTest::run_iter_bw_server(uint64_t size) {
     } else {
       t_.relax();
       if (watch.stalled()) {
-        return fail("no message for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                    " s: " + std::to_string(rx.received()) + " of " + std::to_string(rx.total()) +
-                    " received");
+        return fail("no message " + watch.for_text() + ": " +
+                    count_text(rx.received(), rx.total()) + " received");
       }
       if (interrupted()) return fail("interrupted");
     }
@@ -292,10 +291,9 @@ bool PerfTest::run_iter_bi(uint64_t size) {
     }
     t_.relax();
     if (watch.stalled()) {
-      return fail("no progress for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                  " s: " + std::to_string(tx.completed()) + " of " + std::to_string(tx.total()) +
-                  " messages completed, " + std::to_string(rx.received()) + " of " +
-                  std::to_string(rx.total()) + " received");
+      return fail("no progress " + watch.for_text() + ": " +
+                  count_text(tx.completed(), tx.total()) + " messages completed, " +
+                  count_text(rx.received(), rx.total()) + " received");
     }
     if (interrupted()) return fail("interrupted");
   }

@@ -52,9 +52,8 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
             return *poll_buf == want || (duration && dur.done());
           })) {
         return fail(interrupted() ? "interrupted"
-                                  : "no WRITE from the peer for " +
-                                        std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                                        " s (" + std::to_string(rcnt - 1) + " received)");
+                                  : "no WRITE from the peer " + watch.for_text() + " (" +
+                                        std::to_string(rcnt - 1) + " received)");
       }
     }
     if (scnt < iters || duration) {
@@ -68,7 +67,8 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
     if (ccnt < iters || duration) {
       int ne = 0;
       if (!spin(watch, 0, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
-        return fail(interrupted() ? "interrupted" : "no completion for a WRITE");
+        return fail(interrupted() ? "interrupted"
+                                  : "no completion for a WRITE " + watch.for_text());
       }
       if (c.status != WcStatus::kSuccess) return completion_error(c, "client", ccnt, iters);
       ++ccnt;
@@ -103,7 +103,7 @@ bool PerfTest::run_iter_lat(uint64_t size) {
     }
     int ne = 0;
     if (!spin(watch, Transport::kSendCq, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
-      return fail(interrupted() ? "interrupted" : "no completion for a READ");
+      return fail(interrupted() ? "interrupted" : "no completion for a READ " + watch.for_text());
     }
     if (c.status != WcStatus::kSuccess) return completion_error(c, "client", scnt, iters);
     if (duration && dur.sampling()) ++measured_iters_;
@@ -138,9 +138,8 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
             return (ne = t_.poll_recv(&c, 1)) != 0;
           })) {
         return fail(interrupted() ? "interrupted"
-                                  : "no SEND from the peer for " +
-                                        std::to_string(static_cast<int>(o_.stall_timeout_s)) +
-                                        " s (" + std::to_string(rcnt) + " received)");
+                                  : "no SEND from the peer " + watch.for_text() + " (" +
+                                        std::to_string(rcnt) + " received)");
       }
       if (ne > 0) {
         if (first_rx) {
@@ -170,7 +169,8 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
       if (poll) {
         int ne = 0;
         if (!spin(watch, Transport::kSendCq, [&] { return (ne = t_.poll_send(&c, 1)) != 0; })) {
-          return fail(interrupted() ? "interrupted" : "no completion for a SEND");
+          return fail(interrupted() ? "interrupted"
+                                    : "no completion for a SEND " + watch.for_text());
         }
         if (c.status != WcStatus::kSuccess) return completion_error(c, "client", scnt, iters);
       }

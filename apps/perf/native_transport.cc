@@ -296,6 +296,8 @@ bool NativeTransport::wait_link(double timeout_s, std::string* err) {
   return true;
 }
 
+bool NativeTransport::link_lost() const { return dev_->link_lost(); }
+
 void NativeTransport::on_notify(void* self, CompletionQueue* cq) {
   auto* t = static_cast<NativeTransport*>(self);
   t->fired_.fetch_or(cq == t->send_cq_ ? kSendCq : kRecvCq, std::memory_order_release);

@@ -42,6 +42,7 @@ class NativeTransport final : public Transport {
   void relax() override;
   bool inline_engine() const override { return inline_; }
   bool wait_link(double timeout_s, std::string* err) override;
+  bool link_lost() const override;
   bool enable_events(std::string* err) override;
   int await_completion(unsigned cqs, double timeout_s, std::string* err) override;
 

@@ -26,21 +26,48 @@ struct QpLayout {
   uint64_t recv = 0;    // SEND receive buffers
 };
 
-// Detects a transfer that stopped making progress (bounded by --timeout).
+// Detects a transfer that stopped making progress (bounded by --timeout), or one that waits on
+// a port whose link went down: with retry_cnt 7 a QP retries for ever, so without this a
+// survivor whose net_memif peer was killed would wait out the whole stall limit.
 class StallWatch {
  public:
   // `sleeping`: the idle passes sleep (-e waits on events), so each one reads the clock.
-  explicit StallWatch(double timeout_s, bool sleeping = false)
-      : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)), mask_(sleeping ? 0 : 4095) {}
+  // `link`: asked whether its link is lost once nothing moved for `link_grace_s`, then again
+  // every tenth of that (nullptr: never).
+  explicit StallWatch(double timeout_s, bool sleeping = false, const LinkState* link = nullptr,
+                      double link_grace_s = kLinkGraceS)
+      : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)),
+        mask_(sleeping ? 0 : 4095),
+        link_(link),
+        grace_ns_(static_cast<uint64_t>(link_grace_s * 1e9)) {}
+  static constexpr double kLinkGraceS = 1.0;
   void progress() { idle_ = 0; }
-  // Called on every idle pass; a busy loop looks at the clock only every 4096 passes.
+  // Called on every idle pass; a busy loop looks at the clock only every 4096 passes. True once
+  // the limit passed without progress (--timeout 0: never), or the link was found lost.
   bool stalled() {
     if (limit_ns_ == 0) return false;
     ++idle_;
     if (mask_ && (idle_ & mask_) != 1) return false;
     const uint64_t now = now_ns();
-    if (idle_ == 1) since_ = now;
-    return now - since_ > limit_ns_;
+    if (idle_ == 1) {
+      since_ = now;
+      probe_at_ = now + grace_ns_;
+    }
+    idle_ns_ = now - since_;
+    if (idle_ns_ > limit_ns_) return true;
+    if (link_ && now >= probe_at_) {
+      probe_at_ = now + grace_ns_ / 10;
+      lost_ = link_->link_lost();
+      return lost_;
+    }
+    return false;
+  }
+  // What stalled() found, to follow "no progress": "for 60 s", or "for 1 s and the port's
+  // link went down".
+  std::string for_text() const {
+    const std::string secs =
+        "for " + std::to_string((idle_ns_ + 500'000'000) / 1'000'000'000) + " s";
+    return lost_ ? secs + " and the port's link went down" : secs;
   }
   static uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -51,9 +78,19 @@ class StallWatch {
  private:
   uint64_t limit_ns_;
   uint64_t mask_;
+  const LinkState* link_;
+  uint64_t grace_ns_;
   uint64_t idle_ = 0;
   uint64_t since_ = 0;
+  uint64_t probe_at_ = 0;
+  uint64_t idle_ns_ = 0;
+  bool lost_ = false;
 };
+
+// "n of total", or "n" where there is no total (a -D run): how far a failed transfer got.
+inline std::string count_text(uint64_t n, uint64_t total) {
+  return total ? std::to_string(n) + " of " + std::to_string(total) : std::to_string(n);
+}
 
 // perftest's -D state machine (catch_alarm), driven by the clock instead of SIGALRM:
 // START --margin--> SAMPLE --duration-2*margin--> STOP_SAMPLE --margin--> END. Messages count
@@ -128,8 +165,9 @@ class PerfTest {
   bool send_bw_duplex();
   bool exchange_and_print_sum();
   bool fail(const std::string& why, int code = 1);
-  // A transfer that made no progress for --timeout / the default stall limit.
-  bool fail_stalled(uint64_t done, uint64_t total);
+  // A transfer that made no progress for --timeout / the default stall limit, or whose link
+  // went down (`watch` says which).
+  bool fail_stalled(const StallWatch& watch, uint64_t done, uint64_t total);
   void linger();
 
   // resources.cc
@@ -153,7 +191,10 @@ class PerfTest {
   // error (fail() was called). Without -e, or with cqs 0, returns true at once.
   static constexpr double kEventSliceS = 0.1;
   bool await_cqs(unsigned cqs);
-  StallWatch stall_watch() const { return StallWatch(o_.stall_timeout_s, o_.use_event); }
+  StallWatch stall_watch(bool sleeping) const {
+    return StallWatch(o_.stall_timeout_s, sleeping, &t_);
+  }
+  StallWatch stall_watch() const { return stall_watch(o_.use_event); }
 
   // bw.cc
   bool run_iter_bw(uint64_t size);

@@ -32,9 +32,9 @@ bool PerfTest::fail(const std::string& why, int code) {
   return false;
 }
 
-bool PerfTest::fail_stalled(uint64_t done, uint64_t total) {
-  return fail("no progress for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) + " s: " +
-              std::to_string(done) + " of " + std::to_string(total) + " messages completed");
+bool PerfTest::fail_stalled(const StallWatch& watch, uint64_t done, uint64_t total) {
+  return fail("no progress " + watch.for_text() + ": " + count_text(done, total) +
+              " messages completed");
 }
 
 int PerfTest::run() {

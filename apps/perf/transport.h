@@ -103,7 +103,16 @@ struct Completion {
   uint32_t qp_num = 0;
 };
 
-class Transport {
+// Whether a port's link was up and is down now: what StallWatch (perf_test.h) asks.
+class LinkState {
+ public:
+  virtual bool link_lost() const = 0;
+
+ protected:
+  ~LinkState() = default;
+};
+
+class Transport : public LinkState {
  public:
   virtual ~Transport() = default;
 
@@ -140,6 +149,9 @@ class Transport {
   // dpdk::Device::wait_link_up); false with *err on timeout. Transports that cannot see the
   // link return true.
   virtual bool wait_link(double timeout_s, std::string* err) = 0;
+  // Whether the port's link was up and is down now (dpdk::Device::link_lost; over verbs, port
+  // 1 not active). The measurement loops ask once a wait has made no progress for a second.
+  bool link_lost() const override = 0;
 
   // Counters of the device and its QPs, as text (--counters).
   virtual std::string counters_text() = 0;

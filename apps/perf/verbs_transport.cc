@@ -399,6 +399,12 @@ void VerbsTransport::progress() {
 }
 
 // As the native transport: with an engine thread, give the CPU away when a wait found nothing.
+bool VerbsTransport::link_lost() const {
+  ibv_port_attr pa;
+  if (ibv_query_port(ctx_, 1, &pa) != 0) return false;  // no answer: nothing known to be lost
+  return pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ACTIVE_DEFER;
+}
+
 void VerbsTransport::relax() {
   if (!inline_) sched_yield();
 }

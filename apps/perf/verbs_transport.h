@@ -35,9 +35,12 @@ class VerbsTransport final : public Transport {
   int poll_recv(Completion* out, int n) override;
   void progress() override;
   void relax() override;
-  // The verbs API has no link state to wait for (our ibv_query_port reports ACTIVE, as perftest
-  // requires): the engine readies the link when it sees it come up.
+  // The verbs API has no link state to wait for (our ibv_query_port reports ACTIVE until a link
+  // that was up is lost, as perftest requires): the engine readies the link when it sees it
+  // come up.
   bool wait_link(double, std::string*) override { return true; }
+  // Port 1's state is not active (ibv_query_port).
+  bool link_lost() const override;
   bool inline_engine() const override { return inline_; }
   bool enable_events(std::string* err) override;
   int await_completion(unsigned cqs, double timeout_s, std::string* err) override;

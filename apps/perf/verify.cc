@@ -187,7 +187,7 @@ bool PerfTest::verify_post_run(uint64_t size, uint64_t first, uint64_t count, ui
   w.signaled = true;
   w.inline_data = false;
   uint64_t posted = 0, completed = 0;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch(false);
   while (completed < count) {
     bool busy = false;
     while (posted < count && posted - completed < src_slots) {
@@ -242,7 +242,7 @@ bool PerfTest::verify_post_run(uint64_t size, uint64_t first, uint64_t count, ui
     }
     t_.relax();
     if (watch.stalled()) {
-      return fail_stalled(completed, count);
+      return fail_stalled(watch, completed, count);
     }
     if (interrupted()) return fail("interrupted");
   }
@@ -375,7 +375,7 @@ bool PerfTest::verify_send(uint64_t size) {
   bool first_rx = true;
   uint64_t bad_msg = 0, bad_off = 0;
   std::string why;
-  StallWatch watch(o_.stall_timeout_s);
+  StallWatch watch = stall_watch(false);
   // After a bad message the rest is still received (not checked), so the sender completes
   // and both sides can report.
   while (rcnt < o_.iters) {
@@ -384,8 +384,8 @@ bool PerfTest::verify_send(uint64_t size) {
     if (ne <= 0) {
       t_.relax();
       if (watch.stalled()) {
-        return fail("no SEND for " + std::to_string(static_cast<int>(o_.stall_timeout_s)) + " s (" +
-                    std::to_string(rcnt) + " of " + std::to_string(o_.iters) + " received)");
+        return fail("no SEND " + watch.for_text() + " (" + std::to_string(rcnt) + " of " +
+                    std::to_string(o_.iters) + " received)");
       }
       if (interrupted()) return fail("interrupted");
       continue;

@@ -139,7 +139,9 @@ roce::DeviceConfig memif_device(int i, const std::string& sock) {
 }
 
 // A memif server's link stays down until a client connects: wait_link_up gives up after its
-// timeout, and succeeds once the client (here in the same process) has connected.
+// timeout, and succeeds once the client (here in the same process) has connected. The link
+// counts as lost only once it was up and went down: not while the server waits for its first
+// client, and after the client leaves.
 TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
   const std::string sock = ::testing::TempDir() + "roce-devlink-" + std::to_string(getpid());
   std::remove(sock.c_str());
@@ -150,12 +152,15 @@ TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
   EXPECT_FALSE(server->wait_link_up(std::chrono::milliseconds(50)));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
   EXPECT_FALSE(server->link_up());
+  EXPECT_FALSE(server->link_lost());
 
   std::unique_ptr<Device> client = Device::open(memif_device(1, sock), &err);
   ASSERT_TRUE(client) << err;
   EXPECT_TRUE(client->wait_link_up(std::chrono::seconds(10)));
   EXPECT_TRUE(server->wait_link_up(std::chrono::seconds(10)));
   EXPECT_TRUE(server->link_up());
+  EXPECT_FALSE(server->link_lost());
+  EXPECT_FALSE(client->link_lost());
   // Both engines stop before either port does. A stopping memif port makes the interrupt
   // thread unmap the shared regions, and with both devices in this process the server's engine
   // thread (prefaulting at link-up every memif region it finds in /proc/self/maps, the
@@ -171,6 +176,7 @@ TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_FALSE(server->link_up());
+  EXPECT_TRUE(server->link_lost());
   server.reset();
   std::remove(sock.c_str());
 }

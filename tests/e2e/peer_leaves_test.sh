@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # End to end: a net_memif peer killed (SIGKILL) in the middle of a write_bw. The survivor must
-# neither crash nor hang: it exits 1 with a line that says what went wrong. Each side is killed
+# neither crash nor hang: it exits 1 with a line that says what went wrong, within seconds (the
+# run would last 20 s, and a stalled one 60 s more). A client whose server was killed sees its
+# port's link go down and says so. Each side is killed
 # in turn, with memif copying both ways and with a zero-copy client (zero-copy=yes, EAL's
-# --single-file-segments). Both processes run in the first namespace of the test's testbed
+# --single-file-segments), and over the verbs transport (roce-perf-verbs, where the link's loss
+# shows as port 1 going down). Both processes run in the first namespace of the test's testbed
 # (which makes two), joined by a memif socket in the test's directory, and exchange their QP
 # details over its loopback.
 #
@@ -32,9 +35,10 @@ memif_device() {
     "mac=02:00:00:97:00:0$2; mtu=4200$eal"
 }
 
-# kill_one NAME VICTIM(server|client) ZEROCOPY(yes|no)
+# kill_one NAME VICTIM(server|client) ZEROCOPY(yes|no) [ROCE_PERF_FLAGS]
 kill_one() {
-  local name=$1 victim=$2 zc=$3 sock="$WORK/$1.sock" args="write_bw -s 65536 -D 4 -p 18517 --timeout 20"
+  local name=$1 victim=$2 zc=$3 sock="$WORK/$1.sock"
+  local args="write_bw -s 65536 -D 20 -p 18517 --timeout 60 ${4:-}"
   local spid cpid
   # shellcheck disable=SC2086
   timeout -k 5 60 ip netns exec "$NS" "$PERF" $args \
@@ -49,23 +53,33 @@ kill_one() {
   cpid=$!
   PIDS+=("$cpid")
   # Traffic flows once the client prints its report's header; let it run a second more.
-  for _ in $(seq 150); do grep -q '#bytes' "$WORK/$name.client.out" && break; sleep 0.1; done
+  for _ in $(seq 150); do grep -qs '#bytes' "$WORK/$name.client.out" && break; sleep 0.1; done
   grep -q '#bytes' "$WORK/$name.client.out" || die "$name: the client never started: $(tail -n 3 "$WORK/$name.client.out")"
   sleep 1
   local vpid=$spid survivor=client survivor_pid=$cpid
   if [[ $victim == client ]]; then vpid=$cpid survivor=server survivor_pid=$spid; fi
   # roce-perf is timeout's child (ip netns exec replaced itself with timeout).
   pkill -KILL -P "$vpid" || die "$name: no $victim process to kill"
+  local killed_at=$SECONDS
   wait "$vpid" 2>/dev/null || true
   local rc=0
   wait "$survivor_pid" || rc=$?
+  local took=$((SECONDS - killed_at))
   local out="$WORK/$name.$survivor.out"
   if [[ $rc -ne 1 ]] || ! grep -q '^roce-perf: ' "$out"; then
     echo "--- $survivor ($name) ---"
     tail -n 20 "$out"
     die "$name: the $survivor exited $rc after its peer was killed (want 1 and an error line)"
   fi
-  log "$name: the $survivor exited 1: $(grep '^roce-perf: ' "$out" | head -n 1)"
+  if ((took > 10)); then
+    tail -n 5 "$out"
+    die "$name: the $survivor took ${took} s to see that its peer was gone (want 10 s at most)"
+  fi
+  if [[ $survivor == client ]] && ! grep -q "link went down" "$out"; then
+    tail -n 5 "$out"
+    die "$name: the client did not say that its link went down"
+  fi
+  log "$name: the $survivor exited 1 after ${took} s: $(grep '^roce-perf: ' "$out" | head -n 1)"
   rm -f "$sock"
 }
 
@@ -74,6 +88,9 @@ for ((r = 1; r <= REPEATS; r++)); do
     for victim in server client; do
       kill_one "r$r-zc-$zc-kill-$victim" "$victim" "$zc"
     done
+  done
+  for victim in server client; do
+    kill_one "r$r-verbs-kill-$victim" "$victim" no "--transport verbs"
   done
 done
 log "PASS"

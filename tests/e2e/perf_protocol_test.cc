@@ -486,4 +486,63 @@ TEST(DurationClock, PollReadsTheClockOnceEveryStrideAndMovesWithIt) {
   EXPECT_EQ(d.sample_end(), t);
 }
 
+// A port whose link the watch asks about.
+struct FakeLink final : LinkState {
+  bool lost = false;
+  mutable int asked = 0;
+  bool link_lost() const override {
+    ++asked;
+    return lost;
+  }
+};
+
+// Spins idle passes (sleeping ones: each reads the clock) until stalled() or `max`.
+bool stalls_within(StallWatch& w, std::chrono::milliseconds max) {
+  const auto end = std::chrono::steady_clock::now() + max;
+  while (std::chrono::steady_clock::now() < end) {
+    if (w.stalled()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// A wait whose link went down ends after the grace period, long before the stall limit, and
+// says why; the link is not asked about before the grace period, nor while progress is made.
+TEST(StallWatch, EndsAWaitWhoseLinkWentDownAfterTheGracePeriod) {
+  FakeLink link;
+  StallWatch w(60, true, &link, 0.05);
+  link.lost = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stalls_within(w, std::chrono::seconds(5)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  EXPECT_EQ(link.asked, 1);
+  EXPECT_EQ(w.for_text(), "for 0 s and the port's link went down");
+
+  // Progress restarts the grace period: no question in the first 30 ms of a new wait.
+  link.asked = 0;
+  w.progress();
+  EXPECT_FALSE(w.stalled());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(w.stalled());
+  EXPECT_EQ(link.asked, 0);
+}
+
+// A link that is up does not end the wait: the stall limit does, asked again every tenth of
+// the grace period meanwhile; its text then names the time waited.
+TEST(StallWatch, ALinkThatIsUpLeavesTheStallLimitInCharge) {
+  FakeLink link;
+  StallWatch w(0.3, true, &link, 0.05);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stalls_within(w, std::chrono::seconds(5)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  EXPECT_GE(link.asked, 2);
+  EXPECT_EQ(w.for_text(), "for 0 s");
+  // --timeout 0 bounds nothing: no stall, and no question about the link either.
+  FakeLink down;
+  down.lost = true;
+  StallWatch unbounded(0, true, &down, 0.01);
+  EXPECT_FALSE(stalls_within(unbounded, std::chrono::milliseconds(50)));
+  EXPECT_EQ(down.asked, 0);
+}
+
 }  // namespace
