@@ -2,11 +2,15 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "stack/util/shown.h"
 
 namespace roce {
 
@@ -42,8 +46,18 @@ bool parse_bool(const std::string& s, bool* out) {
 
 bool bad(std::string* err, const std::string& key, const std::string& value,
          const std::string& want) {
-  *err = key + ": '" + value + "' is not " + want;
+  *err = shown(key) + ": '" + shown(value) + "' is not " + want;
   return false;
+}
+
+// A fraction: a finite number in [0, hi), or [0, hi] with `closed`. NaN and infinities fail.
+bool parse_fraction(const std::string& v, double hi, bool closed, double* out) {
+  if (v.empty()) return false;
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (*end || !(d >= 0 && (closed ? d <= hi : d < hi))) return false;
+  *out = d;
+  return true;
 }
 
 bool parse_prefix(const std::string& v, bool want_v4, IpPrefix* out) {
@@ -51,6 +65,8 @@ bool parse_prefix(const std::string& v, bool want_v4, IpPrefix* out) {
   const std::string ip = v.substr(0, slash);
   bool v4 = false;
   if (!parse_ip(ip, &out->addr, &v4) || v4 != want_v4) return false;
+  // ::ffff:a.b.c.d written as IPv6 would be an IPv4 GID: it belongs in ipv4.
+  if (!want_v4 && out->ipv4()) return false;
   out->prefix_len = want_v4 ? 24 : 64;
   if (slash != std::string::npos) {
     uint64_t len = 0;
@@ -67,13 +83,22 @@ bool IpPrefix::ipv4() const {
 }
 
 bool parse_mac(const std::string& s, Mac* out) {
-  unsigned v[6];
-  char tail;
-  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                  &tail) != 6) {
-    return false;
+  // Six groups of one or two hex digits, separated by ':'; nothing else (no signs, no 0x).
+  Mac m{};
+  size_t i = 0;
+  for (size_t g = 0; g < 6; ++g) {
+    if (g > 0 && (i >= s.size() || s[i++] != ':')) return false;
+    unsigned v = 0, digits = 0;
+    while (i < s.size() && std::isxdigit(static_cast<unsigned char>(s[i])) && digits < 2) {
+      const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[i++])));
+      v = v * 16 + static_cast<unsigned>(c <= '9' ? c - '0' : c - 'a' + 10);
+      ++digits;
+    }
+    if (digits == 0) return false;
+    m[g] = static_cast<uint8_t>(v);
   }
-  for (int i = 0; i < 6; ++i) (*out)[static_cast<size_t>(i)] = static_cast<uint8_t>(v[i]);
+  if (i != s.size()) return false;
+  *out = m;
   return true;
 }
 
@@ -127,8 +152,11 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
   const std::string v = trim(value_in);
   uint64_t n = 0;
   if (key == "name") {
-    if (v.empty() || v.size() > 63 || v.find_first_of(" /\t") != std::string::npos) {
-      return bad(err, key, v, "a device name (1-63 characters, no spaces or '/')");
+    const bool printable = std::all_of(v.begin(), v.end(), [](char ch) {
+      return std::isgraph(static_cast<unsigned char>(ch)) && ch != '/';
+    });
+    if (v.empty() || v.size() > 63 || !printable) {
+      return bad(err, key, v, "a device name (1-63 printable characters, no spaces or '/')");
     }
     c.name = v;
   } else if (key == "port") {
@@ -161,11 +189,11 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
   } else if (key == "neighbor") {
     // "IP MAC"
     std::istringstream ss(v);
-    std::string ip, mac;
-    ss >> ip >> mac;
+    std::string ip, mac, extra;
+    ss >> ip >> mac >> extra;
     StaticNeighbor nb;
     bool v4;
-    if (!parse_ip(ip, &nb.ip, &v4) || !parse_mac(mac, &nb.mac)) {
+    if (!parse_ip(ip, &nb.ip, &v4) || !parse_mac(mac, &nb.mac) || !extra.empty()) {
       return bad(err, key, v, "'IP MAC' (e.g. 10.0.0.2 02:00:00:00:00:02)");
     }
     c.neighbors.push_back(nb);
@@ -176,15 +204,9 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     if (v.empty()) return bad(err, key, v, "a file name, or - for standard error");
     c.counters = v;
   } else if (key == "drop") {
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end || d < 0 || d >= 1) return bad(err, key, v, "a fraction in [0, 1)");
-    c.drop = d;
+    if (!parse_fraction(v, 1, false, &c.drop)) return bad(err, key, v, "a fraction in [0, 1)");
   } else if (key == "ce") {
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end || d < 0 || d > 1) return bad(err, key, v, "a fraction in [0, 1]");
-    c.ce = d;
+    if (!parse_fraction(v, 1, true, &c.ce)) return bad(err, key, v, "a fraction in [0, 1]");
   } else if (key == "cc") {
     if (v != "none" && v != "dcqcn") return bad(err, key, v, "none or dcqcn");
     c.cc = v;
@@ -225,7 +247,7 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     std::string a;
     while (ss >> a) c.eal_args.push_back(a);
   } else {
-    *err = "unknown setting '" + key +
+    *err = "unknown setting '" + shown(key) +
            "' (name, port, mac, ipv4, ipv6, mtu, ecn, vlan, pcp, neighbor, pcap, counters, drop, "
            "ce, cc, cc_profile, cc_params, fault_seed, mode, cpu, idle_sleep_us, buffers, "
            "inflight, eal)";
@@ -284,7 +306,7 @@ bool parse_device_string(const std::string& spec, DeviceConfig* cfg, std::string
     if (trim(item).empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos) {
-      *err = "'" + trim(item) + "' is not key=value";
+      *err = "'" + shown(trim(item)) + "' is not key=value";
       return false;
     }
     if (!apply_setting(*cfg, item.substr(0, eq), item.substr(eq + 1), err)) return false;

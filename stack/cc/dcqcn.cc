@@ -8,6 +8,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "stack/util/shown.h"
+
 namespace roce::cc {
 
 // --- Profiles --------------------------------------------------------------------------------
@@ -176,11 +178,11 @@ bool set_field(DcqcnParams* p, std::string_view key, std::string_view value, std
       if (!base.empty() && base == c.name) f = &c;
     }
   }
-  if (!f) return fail(err, "dcqcn: unknown key '" + std::string(key) + "'");
+  if (!f) return fail(err, "dcqcn: unknown key '" + shown(key) + "'");
 
   auto bad = [&](const char* expected) {
-    return fail(err, "dcqcn: bad value '" + std::string(value) + "' for '" + std::string(key) +
-                         "' (expected " + expected + ")");
+    return fail(err, "dcqcn: bad value '" + shown(value) + "' for '" + shown(key) + "' (expected " +
+                         expected + ")");
   };
   if (f->d) {
     double d = 0;
@@ -236,7 +238,7 @@ bool DcqcnParams::parse(const std::string& spec, std::string* err) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return fail(err, "dcqcn: '" + std::string(item) + "' is not key=value");
+      return fail(err, "dcqcn: '" + shown(item) + "' is not key=value");
     }
     if (!set_field(&next, trim(item.substr(0, eq)), trim(item.substr(eq + 1)), err)) return false;
   }

@@ -118,6 +118,9 @@ TEST(DcqcnParams, ParseErrorsNameTheKeyAndLeaveParamsUnchanged) {
       {"min_rate_gbps=200", "dcqcn: min_rate_gbps=200 out of range (0, line_gbps]"},
       {"rate_timer_us=0", "dcqcn: rate_timer_ns=0 out of range [1, inf)"},
       {"g=0.5,bogus_us=3", "dcqcn: unknown key 'bogus_us'"},  // first item must not stick
+      // Control characters written out: the error stays one line (ROCE_DEVICE may hold any).
+      {"g=1\n2", "dcqcn: bad value '1\\n2' for 'g' (expected a number)"},
+      {"g\x01=1", "dcqcn: unknown key 'g\\x01'"},
   };
   for (const Case& c : cases) {
     DcqcnParams p = orig;

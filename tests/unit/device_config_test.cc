@@ -1,0 +1,94 @@
+// Device configuration from the user (stack/device_config.h): every invalid value is refused
+// with one line that names the key and the value, and what is accepted is what was written.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "stack/device_config.h"
+
+namespace roce {
+namespace {
+
+// The error of one key = value, "" if it was accepted.
+std::string refusal(const std::string& key, const std::string& value) {
+  DeviceConfig c;
+  std::string err;
+  return apply_setting(c, key, value, &err) ? "" : err;
+}
+
+TEST(DeviceConfig, FractionsRefuseWhatIsNotANumberInRange) {
+  for (const char* v : {"nan", "NAN", "-nan", "inf", "-inf", "1", "-0.1", "0.5x", ""}) {
+    EXPECT_NE(refusal("drop", v), "") << v;
+  }
+  for (const char* v : {"nan", "-nan", "inf", "1.5", ""}) EXPECT_NE(refusal("ce", v), "") << v;
+  EXPECT_EQ(refusal("drop", "0.01"), "");
+  EXPECT_EQ(refusal("ce", "1"), "");
+}
+
+TEST(DeviceConfig, MacAddressesAreSixHexGroupsAndNothingElse) {
+  for (const char* v : {"-1:2:3:4:5:6", "+2:00:00:00:00:01", "02:00:00:00:00:01:", "02:00:00:00:00",
+                        "02:00:00:00:00:0x", "02:00:00:00:00:001", "0x2:0:0:0:0:1",
+                        "02: 0:00:00:00:01", "02:00:00:00:00:01 x"}) {
+    EXPECT_NE(refusal("mac", v), "") << v;
+  }
+  DeviceConfig c;
+  std::string err;
+  ASSERT_TRUE(apply_setting(c, "mac", "2:0:aB:00:0:ff", &err)) << err;
+  EXPECT_EQ(format_mac(*c.mac), "02:00:ab:00:00:ff");
+}
+
+TEST(DeviceConfig, AnIpv4MappedAddressIsNotAnIpv6One) {
+  EXPECT_NE(refusal("ipv6", "::ffff:10.0.0.1"), "");
+  EXPECT_NE(refusal("ipv6", "::ffff:10.0.0.1/64"), "");
+  EXPECT_EQ(refusal("ipv6", "fd00::1/64"), "");
+  EXPECT_EQ(refusal("ipv4", "10.0.0.1/24"), "");
+}
+
+TEST(DeviceConfig, AStaticNeighbourIsAnAddressAndAMacAndNothingMore) {
+  EXPECT_EQ(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02"), "");
+  EXPECT_NE(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02 extra"), "");
+  EXPECT_NE(refusal("neighbor", "10.0.0.2"), "");
+}
+
+// ROCE_DEVICE may hold anything: a value with a newline or another control character still
+// gives one line, with the character written out.
+TEST(DeviceConfig, AnErrorIsOneLineWhateverTheValueHolds) {
+  DeviceConfig c;
+  std::string err;
+  ASSERT_FALSE(parse_device_string("port=x; mtu=15\n00", &c, &err));
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  EXPECT_NE(err.find("mtu: '15\\n00'"), std::string::npos) << err;
+  err.clear();
+  ASSERT_FALSE(parse_device_string(std::string("vlan=1\x01"), &c, &err));
+  EXPECT_NE(err.find("'1\\x01'"), std::string::npos) << err;
+}
+
+TEST(DeviceConfig, ADeviceNameIsPrintableWithoutSpacesOrSlashes) {
+  for (const char* v : {"a b", "a/b", "a\tb", "a\nb", "a\x01", "\x7f"}) {
+    EXPECT_NE(refusal("name", v), "") << v;
+  }
+  EXPECT_NE(refusal("name", std::string("a\0b", 3)), "");
+  EXPECT_EQ(refusal("name", "roce_0-A.1"), "");
+}
+
+TEST(DeviceConfig, AFileNamesTheLineOfItsFirstError) {
+  std::vector<DeviceConfig> devs;
+  std::string err;
+  EXPECT_FALSE(parse_config_text("[device a]\nport = x\n\n# note\nmtu = 5\n", &devs, &err));
+  EXPECT_EQ(err.rfind("line 5: mtu: '5' is not", 0), 0u) << err;
+  devs.clear();
+  ASSERT_TRUE(
+      parse_config_text("[device a]\nport = x # the port\nipv4 = 10.1.0.1\n[device b]\n"
+                        "port = y\nipv6 = fd00::2/48\n",
+                        &devs, &err))
+      << err;
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].name, "a");
+  EXPECT_EQ(devs[0].port, "x");
+  EXPECT_EQ(devs[1].ipv6.at(0).prefix_len, 48);
+  EXPECT_TRUE(validate(devs[0], &err)) << err;
+}
+
+}  // namespace
+}  // namespace roce
