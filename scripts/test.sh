@@ -6,7 +6,8 @@
 #   2. builds the DPDK-free layers with ASan + UBSan in build-asan/ and runs their tests;
 #   3. builds the libFuzzer targets with clang in build-fuzz/ (the code under test instrumented
 #      for coverage and ASan/UBSan) and fuzzes the parser (seeded from the golden captures), the
-#      engine and the neighbour agent (ARP / ND / echo), ${ROCE_FUZZ_SECONDS:-60} s each.
+#      engine, the neighbour agent (ARP / ND / echo) and the device configuration's parsers,
+#      ${ROCE_FUZZ_SECONDS:-60} s each.
 # Exits non-zero if any step fails. ROCE_TEST_QUICK=1 runs step 1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,9 @@ ninja -C build-asan -j "$jobs"
 step "test with ASan + UBSan (build-asan/)"
 (cd build-asan && ctest --output-on-failure -j "$jobs" -L 'unit|protocol|sim')
 
-step "fuzz the parser, the engine and the neighbour agent (build-fuzz/, clang libFuzzer)"
+step "fuzz the parser, the engine, the neighbour agent and the configuration (build-fuzz/, clang libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DROCE_FUZZ=ON -DROCE_FUZZ_SECONDS="${ROCE_FUZZ_SECONDS:-60}" -DROCE_WITH_DPDK=OFF \
   -DROCE_BENCHMARKS=OFF >/dev/null
-ninja -C build-fuzz -j "$jobs" parse_fuzzer engine_fuzzer neighbor_fuzzer
+ninja -C build-fuzz -j "$jobs" parse_fuzzer engine_fuzzer neighbor_fuzzer config_fuzzer
 (cd build-fuzz && ctest --output-on-failure -L fuzz)
