@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,12 +51,12 @@ bool bad(std::string* err, const std::string& key, const std::string& value,
   return false;
 }
 
-// A fraction: a finite number in [0, hi), or [0, hi] with `closed`. NaN and infinities fail.
-bool parse_fraction(const std::string& v, double hi, bool closed, double* out) {
+// A fraction: a number in [0, 1), or [0, 1] with `closed`. NaN and infinities fail.
+bool parse_fraction(const std::string& v, bool closed, double* out) {
   if (v.empty()) return false;
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
-  if (*end || !(d >= 0 && (closed ? d <= hi : d < hi))) return false;
+  if (*end || !(d >= 0 && (closed ? d <= 1 : d < 1))) return false;
   *out = d;
   return true;
 }
@@ -84,20 +85,19 @@ bool IpPrefix::ipv4() const {
 
 bool parse_mac(const std::string& s, Mac* out) {
   // Six groups of one or two hex digits, separated by ':'; nothing else (no signs, no 0x).
+  // (from_chars takes neither a sign nor a 0x for an unsigned type.)
   Mac m{};
-  size_t i = 0;
+  const char* p = s.data();
+  const char* const end = s.data() + s.size();
   for (size_t g = 0; g < 6; ++g) {
-    if (g > 0 && (i >= s.size() || s[i++] != ':')) return false;
-    unsigned v = 0, digits = 0;
-    while (i < s.size() && std::isxdigit(static_cast<unsigned char>(s[i])) && digits < 2) {
-      const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[i++])));
-      v = v * 16 + static_cast<unsigned>(c <= '9' ? c - '0' : c - 'a' + 10);
-      ++digits;
-    }
-    if (digits == 0) return false;
+    if (g > 0 && (p == end || *p++ != ':')) return false;
+    unsigned v = 0;
+    const auto [next, ec] = std::from_chars(p, end, v, 16);
+    if (ec != std::errc() || next - p > 2) return false;
     m[g] = static_cast<uint8_t>(v);
+    p = next;
   }
-  if (i != s.size()) return false;
+  if (p != end) return false;
   *out = m;
   return true;
 }
@@ -204,9 +204,9 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     if (v.empty()) return bad(err, key, v, "a file name, or - for standard error");
     c.counters = v;
   } else if (key == "drop") {
-    if (!parse_fraction(v, 1, false, &c.drop)) return bad(err, key, v, "a fraction in [0, 1)");
+    if (!parse_fraction(v, false, &c.drop)) return bad(err, key, v, "a fraction in [0, 1)");
   } else if (key == "ce") {
-    if (!parse_fraction(v, 1, true, &c.ce)) return bad(err, key, v, "a fraction in [0, 1]");
+    if (!parse_fraction(v, true, &c.ce)) return bad(err, key, v, "a fraction in [0, 1]");
   } else if (key == "cc") {
     if (v != "none" && v != "dcqcn") return bad(err, key, v, "none or dcqcn");
     c.cc = v;

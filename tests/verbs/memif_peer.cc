@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "rc_to.h"
+#include "rc_connect.h"
 
 namespace {
 int die(const char* what, int err) {
@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   unsigned peer_qpn = 0;
   if (std::scanf("%u", &peer_qpn) != 1) return die("reading the peer's QP number", EIO);
-  if (int rc = roce::verbs_test::connect_rc_to(qp, peer_qpn, argv[2])) return die("connect", rc);
+  if (int rc = roce::verbs_test::connect_rc_to(qp, peer_qpn, roce::verbs_test::ipv4_gid(argv[2]), 1,
+                                               IBV_MTU_1024))
+    return die("connect", rc);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf), sizeof buf, mr->lkey};
   ibv_recv_wr rwr{};
   rwr.sg_list = &sge;

@@ -20,7 +20,7 @@
 #include <string>
 #include <thread>
 
-#include "rc_to.h"
+#include "rc_connect.h"
 
 extern char** environ;
 
@@ -134,7 +134,7 @@ TEST(VerbsPortState, AMemifPeerThatDiesTakesThePortDownAndANewOneBringsItBack) {
   ASSERT_EQ(std::sscanf(hello.c_str(), "qpn %u", &peer_qpn), 1) << "the peer said: " << hello;
   const std::string mine = std::to_string(qp->qp_num) + "\n";
   ASSERT_EQ(write(first.in, mine.data(), mine.size()), static_cast<ssize_t>(mine.size()));
-  ASSERT_EQ(connect_rc_to(qp, peer_qpn, "10.12.0.2"), 0);
+  ASSERT_EQ(connect_rc_to(qp, peer_qpn, ipv4_gid("10.12.0.2"), 1, IBV_MTU_1024), 0);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 8, mr->lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;

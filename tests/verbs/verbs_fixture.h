@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "rc_connect.h"
+
 namespace roce::verbs_test {
 
 inline bool sh(const std::string& cmd) {
@@ -139,50 +141,14 @@ class VerbsTest : public ::testing::Test {
     return g;
   }
 
-  // RESET -> INIT -> RTR -> RTS for an RC QP towards `peer` (its QPN and its GID of `gid`).
+  // RESET -> INIT -> RTR -> RTS for an RC QP towards `peer` (its QPN and its GID of `gid`), with
+  // rc_connect.h's attributes.
   static int connect_rc(ibv_qp* qp, ibv_qp* peer, ibv_context* peer_ctx, int gid,
-                        int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                     IBV_ACCESS_REMOTE_ATOMIC) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = static_cast<unsigned>(access);
-    if (int rc = ibv_modify_qp(
-            qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = rtr_attr(peer, peer_ctx, gid);
-    if (int rc = ibv_modify_qp(qp, &a, kRtrMask)) return rc;
-    a = rts_attr();
-    return ibv_modify_qp(qp, &a, kRtsMask);
+                        int access = kRemoteAccess) {
+    return connect_rc_to(qp, peer->qp_num, gid_of(peer_ctx, gid), gid, IBV_MTU_4096, access);
   }
-  static constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  static constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   static ibv_qp_attr rtr_attr(ibv_qp* peer, ibv_context* peer_ctx, int gid) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_4096;
-    a.dest_qp_num = peer->qp_num;
-    a.rq_psn = 0x1234;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid);
-    a.ah_attr.grh.dgid = gid_of(peer_ctx, gid);
-    return a;
-  }
-  static ibv_qp_attr rts_attr() {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0x1234;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    return a;
+    return rtr_attr_to(peer->qp_num, gid_of(peer_ctx, gid), gid);
   }
 
   static void connect_pair(Side& a, Side& b, int gid = 1) {
