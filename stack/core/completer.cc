@@ -200,9 +200,14 @@ void Engine::comp_ack_upto(Qp& qp, uint32_t psn) {
     comp_complete_head(qp, WcStatus::kSuccess);
     progress = true;
   }
-  if (progress) {
-    s.retry_left = qp.attr_.retry_cnt;  // forward progress resets the retry budget
-  }
+  if (progress) reset_retry_budgets(qp);
+}
+
+// Forward progress resets both retry budgets (IBA 9.7.5.2: retry_cnt and rnr_retry count the
+// retries of the message being retried, not of the QP's lifetime; rxe does the same).
+void Engine::reset_retry_budgets(Qp& qp) {
+  qp.snd_.retry_left = qp.attr_.retry_cnt;
+  qp.snd_.rnr_retry_left = qp.attr_.rnr_retry;
 }
 
 bool Engine::scatter_read(Qp& qp, const SendWqe& w, uint32_t offset, const uint8_t* src,
@@ -339,7 +344,7 @@ void Engine::comp_handle(Qp& qp, const wire::PacketInfo& info) {
     s.comp_psn = psn_add(psn, 1);
     comp_complete_head(qp, WcStatus::kSuccess);
   }
-  s.retry_left = qp.attr_.retry_cnt;
+  reset_retry_budgets(qp);
   comp_progress(qp);
 }
 

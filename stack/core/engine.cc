@@ -307,8 +307,9 @@ void Engine::handle_rx(const PktBuf& b) {
     return;
   }
   // P_Key: the low 15 bits must match, and at least one side must be a full member
-  // (IBA 10.9.3). Our only P_Key is the default 0xFFFF.
-  if ((info.pkey & 0x7FFF) != 0x7FFF || (info.pkey & 0x8000) == 0) {
+  // (IBA 10.9.3). Our only P_Key is the default 0xFFFF, a full member, so the packet's
+  // membership bit does not matter: 0x7FFF (a limited member of the default partition) matches.
+  if ((info.pkey & 0x7FFF) != 0x7FFF) {
     ++ctr_.rx_pkey_mismatch;
     return;
   }

@@ -322,6 +322,7 @@ class Engine {
   // completer.cc
   void comp_handle(Qp& qp, const wire::PacketInfo& info);
   void comp_ack_upto(Qp& qp, uint32_t psn);  // completes SEND/WRITE WQEs with last PSN <= psn
+  void reset_retry_budgets(Qp& qp);
   void comp_complete_head(Qp& qp, WcStatus st);
   void comp_error(Qp& qp, WcStatus st);
   void comp_timeout(Qp& qp);
@@ -343,6 +344,7 @@ class Engine {
   void send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn);
   void resp_farewell(Qp& qp);
   void resp_fatal(Qp& qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
+  void resp_enter_error(Qp& qp, wire::NakCode code, WcStatus recv_status);
   bool resp_take_wqe(Qp& qp);
   bool resp_scatter(Qp& qp, const uint8_t* src, uint32_t len);
   void resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus st, bool write_imm);

@@ -2,6 +2,7 @@
 // table 91 "QP state transition properties"). Runs on the engine's thread, never per packet; it
 // may allocate. Every check happens before anything changes: a refused modify leaves the QP
 // exactly as it was.
+#include <algorithm>
 #include <cstring>
 
 #include "stack/core/engine.h"
@@ -472,6 +473,9 @@ void Engine::reset_qp_state(Qp& qp) {
   // Drop queued work without completions (IBA 10.3.1: RESET empties the queues).
   const uint32_t sq_prod = qp.sq_.prod_acquire();
   qp.sq_.retire(sq_prod);
+  // Nothing of a WQE's transport state may outlive it: a slot reused after the reset would
+  // otherwise take the old PSNs for its own.
+  std::fill_n(qp.slots_.get(), qp.sq_.capacity(), SendSlot{});
   if (!qp.init_.srq) qp.rq_.retire(qp.rq_.prod_acquire());
   const bool sa = qp.snd_.active;
   const bool ra = qp.rcv_.active;
@@ -558,8 +562,7 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
         qp->snd_.psn = qp->snd_.comp_psn = qp->snd_.max_psn = s.sq_psn;
         cc_setup(*qp);
       }
-      qp->snd_.retry_left = s.retry_cnt;
-      qp->snd_.rnr_retry_left = s.rnr_retry;
+      reset_retry_budgets(*qp);
       qp->snd_.drained_event = false;
       s.sq_draining = 0;
       set_state(*qp, next);
@@ -609,6 +612,7 @@ void Engine::flush_qp(Qp& qp) {
     c.wr_id = qp.sq_.at<SendWqe>(i)->wr_id;
     c.status = WcStatus::kWrFlushErr;
     c.qp_num = qp.qpn();
+    qp.slots_[i & (qp.sq_.capacity() - 1)] = SendSlot{};
     qp.sq_.retire(i + 1);
     push_cqe(qp.init_.send_cq, c, false, nullptr);
   }

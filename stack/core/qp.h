@@ -168,6 +168,11 @@ class Qp {
     uint32_t msn = 0;
     bool nak_sent = false;  // a sequence-error / RNR NAK is outstanding: drop until epsn
     bool uc_drop = false;   // UC: the message in progress was dropped: skip to a FIRST / ONLY
+    // A fatal NAK (resp_fatal) waiting for the responses queued ahead of it to leave.
+    bool fatal_pending = false;
+    wire::NakCode fatal_code = wire::NakCode::kInvalidRequest;
+    uint32_t fatal_psn = 0;
+    WcStatus fatal_status = WcStatus::kSuccess;
     enum InMsg : uint8_t { kNone, kSend, kWrite } in_msg = kNone;
     bool have_wqe = false;
     uint32_t offset = 0;  // bytes received into the current message

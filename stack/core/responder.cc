@@ -4,6 +4,7 @@
 // response streams, atomic ACKs) is queued in PSN order and emitted by resp_step().
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #include "stack/core/engine.h"
@@ -106,8 +107,12 @@ void Engine::resp_farewell(Qp& qp) {
 }
 
 // A request the responder must refuse for good: NAK it, complete the receive in progress with
-// `recv_status`, and put the QP in the error state (IBA 9.7.5.1.3, classes B-D).
+// `recv_status`, and put the QP in the error state (IBA 9.7.5.1.3, classes B-D). Responses to
+// earlier requests still queued (atomic ACKs, READ streams, ACKs) leave first, in PSN order
+// (IBA 9.5): the error costs the failing request, not the ones before it. Until they have
+// left the responder takes no further request; resp_step then sends the NAK.
 void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status) {
+  auto& r = qp.rcv_;
   if (qp.type() == QpType::kUc) {
     // UC sends no NAK. What the requester got wrong (a bad opcode, length, R_Key ...) costs the
     // message, not the QP; only a fault of our own receive WQE (its buffer) completes it in
@@ -116,11 +121,30 @@ void Engine::resp_fatal(Qp& qp, NakCode code, uint32_t psn, WcStatus recv_status
       uc_drop_message(qp);
       return;
     }
-  } else {
-    ++qp.counters_.error_naks_sent;
-    // Send the NAK now: the error state flushes whatever is still queued.
-    send_ack_now(qp, static_cast<uint8_t>(code), psn);
+    resp_enter_error(qp, code, recv_status);
+    return;
   }
+  ++qp.counters_.error_naks_sent;
+  // Output at or after the failing PSN (a READ stream that failed, what a duplicate READ
+  // overtook) is superseded by the NAK; the queue is in PSN order.
+  while (r.out_tail != r.out_head &&
+         psn_diff(r.out[(r.out_tail - 1) % Qp::Recv::kOutSize].psn, psn) >= 0) {
+    --r.out_tail;
+  }
+  if (r.out_tail != r.out_head && qp.path_ready_) {
+    r.fatal_pending = true;
+    r.fatal_code = code;
+    r.fatal_psn = psn;
+    r.fatal_status = recv_status;
+    return;
+  }
+  send_ack_now(qp, static_cast<uint8_t>(code), psn);
+  resp_enter_error(qp, code, recv_status);
+}
+
+// The second half of resp_fatal, once its NAK is on the tx queue (RC) or at once (UC).
+void Engine::resp_enter_error(Qp& qp, NakCode code, WcStatus recv_status) {
+  qp.rcv_.fatal_pending = false;
   if (qp.rcv_.have_wqe) {
     Cqe c;
     c.wr_id = qp.rcv_.wqe()->wr_id;
@@ -250,6 +274,7 @@ void Engine::resp_not_ready(Qp& qp, uint32_t psn) {
 
 void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
   auto& r = qp.rcv_;
+  if (r.fatal_pending) return;  // a fatal NAK waits behind earlier responses: take nothing more
   const wire::OpcodeInfo& op = *info.op;
   const uint32_t psn = info.psn;
   const int32_t d = psn_diff(psn, r.epsn);
@@ -313,11 +338,14 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
     return;
   }
 
-  // --- QP access flags for RDMA and atomics ---
+  // --- QP access flags for RDMA and atomics; READs and atomics also need a responder
+  // resource (max_dest_rd_atomic 0 grants none: rxe NAKs them the same way) ---
   const uint32_t acc = qp.attr_.qp_access_flags;
+  const bool rd_atomic = op.has(wire::kOpRead) || op.has(wire::kOpAtomic);
   if ((is_write && first && !(acc & kAccessRemoteWrite)) ||
       (op.has(wire::kOpRead) && !(acc & kAccessRemoteRead)) ||
-      (op.has(wire::kOpAtomic) && !(acc & kAccessRemoteAtomic))) {
+      (op.has(wire::kOpAtomic) && !(acc & kAccessRemoteAtomic)) ||
+      (rd_atomic && qp.attr_.max_dest_rd_atomic == 0)) {
     resp_fatal(qp, NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
     return;
   }
@@ -419,8 +447,7 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
     RespOut* e = resp_out_push(qp);
     if (!e) return;  // output queue full: drop, the requester retries (PSN not advanced)
     r.msn = (r.msn + 1) & 0xFFFFFF;
-    const uint32_t nres = std::max<uint32_t>(1, qp.attr_.max_dest_rd_atomic);
-    RdResource& res = r.rd[r.rd_next++ % nres];
+    RdResource& res = r.rd[r.rd_next++ % qp.attr_.max_dest_rd_atomic];
     res = RdResource{
         RdResource::kRead, psn, psn_add(psn, npkts - 1), reth.va.get(), reth.rkey.get(), dlen, 0};
     e->kind = RespOut::kRead;
@@ -443,6 +470,12 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
       resp_fatal(qp, NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
       return;
     }
+    // The word itself must be aligned too: a region may map an aligned iova onto an unaligned
+    // address (ibv_reg_mr_iova), and an unaligned atomic is undefined (rxe checks the same).
+    if (reinterpret_cast<uintptr_t>(host) & 7) {
+      resp_fatal(qp, NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return;
+    }
     RespOut* e = resp_out_push(qp);
     if (!e) return;  // output queue full: drop before executing, the requester retries
     // Atomic against local CPUs too (IBV_ATOMIC_HCA): a real atomic on host memory, in host
@@ -457,8 +490,7 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
     }
     ++qp.counters_.atomics_executed;
     r.msn = (r.msn + 1) & 0xFFFFFF;
-    const uint32_t nres = std::max<uint32_t>(1, qp.attr_.max_dest_rd_atomic);
-    RdResource& res = r.rd[r.rd_next++ % nres];
+    RdResource& res = r.rd[r.rd_next++ % qp.attr_.max_dest_rd_atomic];
     res = RdResource{RdResource::kAtomic, psn, psn, va, a.rkey.get(), 8, orig};
     e->kind = RespOut::kAtomic;
     e->psn = psn;
@@ -479,7 +511,7 @@ void Engine::resp_duplicate(Qp& qp, const wire::PacketInfo& info) {
   auto& r = qp.rcv_;
   const wire::OpcodeInfo& op = *info.op;
   ++qp.counters_.duplicate_requests;
-  const uint32_t nres = std::max<uint32_t>(1, qp.attr_.max_dest_rd_atomic);
+  const uint32_t nres = qp.attr_.max_dest_rd_atomic;
   if (op.has(wire::kOpRead)) {
     const wire::Reth& reth = info.ext<wire::Reth>(wire::Ext::kReth);
     for (uint32_t i = 0; i < nres && i < kMaxRdAtomic; ++i) {
@@ -603,6 +635,12 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
     }
     if (done) ++r.out_head;
     --budget;
+  }
+  if (r.out_head == r.out_tail && r.fatal_pending) {
+    // What came before the failing request has left: now its NAK, then the error state.
+    send_ack_now(qp, static_cast<uint8_t>(r.fatal_code), r.fatal_psn);
+    resp_enter_error(qp, r.fatal_code, r.fatal_status);
+    return false;
   }
   return r.out_head != r.out_tail;
 }

@@ -216,6 +216,76 @@ TEST(Requester, RnrRetryExhaustion) {
   EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
 
+// rnr_retry counts the RNR retries of the message being retried: forward progress refills it,
+// as it does retry_cnt (rxe does the same). It used to be set once, at RTS, so a QP with
+// rnr_retry N failed on its (N+1)th RNR NAK, however many messages had completed in between.
+TEST(Requester, ForwardProgressRefillsTheRnrRetryBudget) {
+  ProtocolHarness::Options o;
+  o.rnr_retry = 1;
+  ProtocolHarness h(o);
+  for (uint32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const uint32_t psn = psn_add(S0, i);
+    ASSERT_EQ(h.post_send(WrOpcode::kSend, 10 + i, 0, 100), 0);
+    ASSERT_EQ(h.exchange().size(), 1u);
+    EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcAck, psn, h.aeth(wire::kAethRnrNak | 1))}).empty());
+    auto out = h.advance(100'000);  // the one retry rnr_retry allows (0.01 ms timer)
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].psn(), psn);
+    h.exchange({h.peer_frame(op::kRcAck, psn, h.aeth(kAck, i + 1))});
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 10u + i);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+}
+
+// RESET returns a QP to its freshly created state (IBA 10.3.1), the transport state of its send
+// queue slots included. A slot of a WQE flushed by the error state used to keep its PSNs, and
+// the WQE that reused it after a reconnect took them for its own: an ACK for an earlier PSN
+// completed it before it had been acknowledged.
+TEST(Requester, ResetForgetsTheSendSlotsOfFlushedWorkRequests) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+  ASSERT_EQ(h.exchange().size(), 2u);
+  h.exchange(
+      {h.peer_frame(op::kRcAck, S0, h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError)))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+  QpAttr a;
+  a.qp_state = QpState::kReset;
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+  h.connect();
+  // Walk the send queue round to the flushed WQE's slot: every slot index is used once.
+  const uint32_t slots = h.qp()->sq_.capacity();
+  for (uint32_t i = 2; i < slots; ++i) {
+    ASSERT_EQ(h.post_send(WrOpcode::kSend, 100 + i, 0, 8, 0), 0);
+    ASSERT_EQ(h.exchange().size(), 1u);
+    h.exchange({h.peer_frame(op::kRcAck, psn_add(S0, i - 2), h.aeth(kAck, i - 1))});
+  }
+  EXPECT_TRUE(h.completions().empty());  // unsignalled
+  // Slot 0 held the failed WQE (completed, cleared); slot 1 the flushed one.
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 200, 0, 8, 0), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  const uint32_t next = psn_add(S0, slots - 1);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 99, 0, 3 * m), 0);  // slot 1
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].psn(), next);
+  // The first of its three packets is acknowledged: it is not complete.
+  h.exchange({h.peer_frame(op::kRcAck, next, h.aeth(kAck, slots - 1))});
+  EXPECT_TRUE(h.completions().empty());
+  h.exchange({h.peer_frame(op::kRcAck, psn_add(next, 2), h.aeth(kAck, slots))});
+  c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 99u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
 TEST(Requester, RnrRetrySevenNeverGivesUp) {
   ProtocolHarness h;  // rnr_retry 7
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);

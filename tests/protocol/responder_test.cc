@@ -580,6 +580,82 @@ TEST(Responder, AtomicWithoutAtomicAccessIsRemoteAccessError) {
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
 }
 
+// The word an atomic names must be aligned in host memory, not only on the wire: a region may
+// map an aligned iova onto an unaligned buffer.
+TEST(Responder, AtomicOnAnUnalignedHostWordIsInvalidRequest) {
+  ProtocolHarness h;
+  uint32_t key = 0;
+  ASSERT_EQ(h.engine().reg_mr(h.qp()->init_attr().pd, h.mem() + 4, 4096, 0x10000,
+                              kAccessLocalWrite | kAccessRemoteAtomic, &key),
+            0);
+  auto out = h.exchange({h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(0x10000, key, 1, 0))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(h.qp()->counters_.atomics_executed, 0u);
+  for (int i = 4; i < 12; ++i) EXPECT_EQ(h.mem()[i], 0) << i;
+}
+
+// max_dest_rd_atomic 0 grants the peer no READ / atomic resources: such requests are invalid
+// (rxe NAKs them the same way) rather than served from a resource the QP never had.
+TEST(Responder, ReadsAndAtomicsNeedAResponderResource) {
+  for (const uint8_t opcode : {op::kRcReadRequest, op::kRcFetchAdd}) {
+    SCOPED_TRACE(static_cast<int>(opcode));
+    ProtocolHarness::Options o;
+    o.max_dest_rd_atomic = 0;
+    ProtocolHarness h(o);
+    const wire::ExtHeaders ext = opcode == op::kRcReadRequest
+                                     ? h.reth(h.addr(), h.rkey(), 64)
+                                     : atomic_eth(h.addr(64), h.rkey(), 1, 0);
+    auto out = h.exchange({h.peer_frame(opcode, P0, ext)});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].opcode(), op::kRcAck);
+    EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+    EXPECT_EQ(h.qp()->counters_.atomics_executed, 0u);
+  }
+}
+
+// A fatal error costs the failing request, not the ones before it: responses already queued for
+// earlier requests (an atomic's result, a READ's data) leave before the NAK, in PSN order (IBA
+// 9.5, 9.7.5.1.3), and nothing after the failing request is taken. The NAK used to go straight
+// to the tx queue and the error state then dropped the queued responses: the requester saw its
+// executed atomic fail with the original value lost.
+TEST(Responder, AFatalNakLeavesAfterTheResponsesQueuedBeforeIt) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  uint64_t v = 1000;
+  std::memcpy(h.mem() + 64, &v, 8);
+  for (uint32_t i = 0; i < 2 * m; ++i) h.mem()[4096 + i] = static_cast<uint8_t>(i * 5);
+  h.post_recv(1, 8192, 256);
+  auto out = h.exchange({
+      h.peer_frame(op::kRcFetchAdd, P0, atomic_eth(h.addr(64), h.rkey(), 5, 0)),
+      h.peer_frame(op::kRcReadRequest, psn_add(P0, 1), h.reth(h.addr(4096), h.rkey(), 2 * m)),
+      h.peer_frame(op::kRcWriteOnly, psn_add(P0, 3), h.reth(h.addr(128), h.rkey() ^ 0x10000, 8), 8),
+      h.peer_frame(op::kRcSendOnly, psn_add(P0, 4), {}, 8),
+  });
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAtomicAck);
+  EXPECT_EQ(out[0].psn(), P0);
+  EXPECT_EQ(out[0].info.ext<wire::AtomicAckEth>(wire::Ext::kAtomicAckEth).orig.get(), 1000u);
+  EXPECT_EQ(out[1].opcode(), op::kRcReadRespFirst);
+  EXPECT_EQ(out[1].psn(), psn_add(P0, 1));
+  EXPECT_EQ(std::memcmp(out[1].info.payload(), h.mem() + 4096, m), 0);
+  EXPECT_EQ(out[2].opcode(), op::kRcReadRespLast);
+  EXPECT_EQ(out[2].psn(), psn_add(P0, 2));
+  EXPECT_EQ(out[3].opcode(), op::kRcAck);
+  EXPECT_EQ(out[3].psn(), psn_add(P0, 3));
+  EXPECT_EQ(out[3].syndrome(), nak(NakCode::kRemoteAccessError));
+  std::memcpy(&v, h.mem() + 64, 8);
+  EXPECT_EQ(v, 1005u);
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  // The SEND behind the failing WRITE was not delivered: its receive is flushed.
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+  EXPECT_TRUE(h.exchange().empty());
+}
+
 // --- packets that never reach the QP: counted per reason, nothing answered ---
 
 TEST(Responder, MalformedAndMisaddressedPacketsAreCountedAndDropped) {
@@ -659,6 +735,17 @@ TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
   roce::wire::icrc_write(g.data() + icrc_off,
                          roce::wire::icrc_compute(g.data() + 14, icrc_off - 14, false));
   EXPECT_TRUE(h.exchange({g}).empty());
+  EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
+  // A limited member of the default partition (0x7FFF) matches our full-member 0xFFFF: one
+  // side's full membership is enough (IBA 10.9.3).
+  auto l = h.peer_frame(roce::wire::op::kRcSendOnly, ProtocolHarness::kPeerPsn, {}, 8);
+  l[42 + 2] = 0x7F;
+  l[42 + 3] = 0xFF;
+  roce::wire::icrc_write(l.data() + icrc_off,
+                         roce::wire::icrc_compute(l.data() + 14, icrc_off - 14, false));
+  auto out = h.exchange({l});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), roce::wire::kAethAckUnlimitedCredits);
   EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
 }
 }  // namespace

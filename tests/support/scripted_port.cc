@@ -91,26 +91,37 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   init.cap.max_send_sge = init.cap.max_recv_sge = 4;
   init.cap.max_inline_data = 64;
   qp_ = engine_->create_qp(init, &err);
-  const bool rc = o.qp_type == QpType::kRc;
-  const bool ud = o.qp_type == QpType::kUd;
+  connect();
+  peer_path_.src_mac = peer_mac;
+  peer_path_.dst_mac = cfg.mac;
+  peer_path_.family = o.ipv6 ? wire::IpFamily::kIpv6 : wire::IpFamily::kIpv4;
+  peer_path_.src_gid = peer_gid;
+  peer_path_.dst_gid = cfg.gids[o.ipv6 ? 0 : 1];
+  peer_path_.udp_sport = 0xC123;
+}
+
+// RESET -> INIT -> RTR -> RTS with the harness's attributes (IBA table 91).
+void ProtocolHarness::connect() {
+  const bool rc = opts_.qp_type == QpType::kRc;
+  const bool ud = opts_.qp_type == QpType::kUd;
   QpAttr a;
   a.qp_state = QpState::kInit;
-  a.qp_access_flags = o.qp_access & (rc ? ~0u : kAccessRemoteWrite);
+  a.qp_access_flags = opts_.qp_access & (rc ? ~0u : kAccessRemoteWrite);
   a.port_num = 1;
-  a.qkey = o.qkey;
+  a.qkey = opts_.qkey;
   if (engine_->modify_qp(qp_, a,
                          kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags))) {
     throw std::runtime_error("INIT");
   }
   a = QpAttr{};
   a.qp_state = QpState::kRtr;
-  a.path_mtu = o.mtu;
+  a.path_mtu = opts_.mtu;
   a.dest_qp_num = kPeerQpn;
   a.rq_psn = kPeerPsn;
-  a.max_dest_rd_atomic = o.max_dest_rd_atomic;
-  a.min_rnr_timer = o.min_rnr_timer;
-  a.ah_attr.dgid = peer_gid;
-  a.ah_attr.sgid_index = o.ipv6 ? 0 : 1;
+  a.max_dest_rd_atomic = opts_.max_dest_rd_atomic;
+  a.min_rnr_timer = opts_.min_rnr_timer;
+  a.ah_attr.dgid = peer_gid_;
+  a.ah_attr.sgid_index = opts_.ipv6 ? 0 : 1;
   const uint32_t rtr = ud   ? kQpState
                        : rc ? kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
                                   kQpMaxDestRdAtomic | kQpMinRnrTimer
@@ -119,20 +130,14 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   a = QpAttr{};
   a.qp_state = QpState::kRts;
   a.sq_psn = kLocalPsn;
-  a.timeout = o.timeout;
-  a.retry_cnt = o.retry_cnt;
-  a.rnr_retry = o.rnr_retry;
-  a.max_rd_atomic = o.max_rd_atomic;
+  a.timeout = opts_.timeout;
+  a.retry_cnt = opts_.retry_cnt;
+  a.rnr_retry = opts_.rnr_retry;
+  a.max_rd_atomic = opts_.max_rd_atomic;
   const uint32_t rts =
       rc ? kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic
          : kQpState | kQpSqPsn;
   if (engine_->modify_qp(qp_, a, rts)) throw std::runtime_error("RTS");
-  peer_path_.src_mac = peer_mac;
-  peer_path_.dst_mac = cfg.mac;
-  peer_path_.family = o.ipv6 ? wire::IpFamily::kIpv6 : wire::IpFamily::kIpv4;
-  peer_path_.src_gid = peer_gid;
-  peer_path_.dst_gid = cfg.gids[o.ipv6 ? 0 : 1];
-  peer_path_.udp_sport = 0xC123;
 }
 
 std::vector<uint8_t> ProtocolHarness::peer_frame(uint8_t opcode, uint32_t psn,

@@ -100,6 +100,8 @@ class ProtocolHarness {
   VirtualClock& clock() { return clock_; }
   ScriptedPort& port() { return port_; }
   void destroy_engine() { engine_.reset(); }
+  // Moves the QP from RESET to RTS with the harness's attributes (the constructor does it once).
+  void connect();
   // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.
   void resolve_peer();
 
