@@ -91,7 +91,7 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) 
   NeighborConfig nc;
   d->agent_ = std::make_unique<NeighborAgent>(d->engine_->neighbors(), d->mac_, d->gids_, ec.vlan,
                                               ec.vlan_tci, nc, &Device::send_frame,
-                                              &Device::on_resolved, d.get());
+                                              &Device::on_resolved, d.get(), &Device::on_failed);
   d->engine_->set_net_handler(&Device::on_net_frame, d.get());
   d->engine_->set_periodic(&Device::tick, d.get());
   if (!cfg.pcap.empty()) {
@@ -186,6 +186,10 @@ bool Device::send_frame(void* ctx, const uint8_t* frame, uint32_t len) {
 
 void Device::on_resolved(void* ctx, const Gid& ip) {
   static_cast<Device*>(ctx)->engine_->on_neighbor_resolved(ip);
+}
+
+void Device::on_failed(void* ctx, const Gid& ip) {
+  static_cast<Device*>(ctx)->engine_->on_neighbor_failed(ip);
 }
 
 uint64_t Device::tick(void* ctx, uint64_t now_ns) {

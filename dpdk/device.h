@@ -68,6 +68,7 @@ class Device {
   static void on_net_frame(void* ctx, const wire::PacketInfo& info, wire::ParseError why);
   static bool send_frame(void* ctx, const uint8_t* frame, uint32_t len);
   static void on_resolved(void* ctx, const Gid& ip);
+  static void on_failed(void* ctx, const Gid& ip);
   static uint64_t tick(void* ctx, uint64_t now_ns);
   // Populates a memif link's shared memory once per link-up, on whichever thread comes first;
   // true once that is done (false while the other thread is still at it).

@@ -43,6 +43,7 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "tx_backpressure", c.tx_backpressure);
   add(out, "cq_overflow", c.cq_overflow);
   add(out, "neighbor_wait", c.neighbor_wait);
+  add(out, "neighbor_failed_sends (destination never resolved)", c.neighbor_failed_sends);
   add(out, "rx_ce (CE-marked)", c.rx_ce);
   add(out, "cnps_sent", c.cnps_sent);
   add(out, "cnps_received", c.cnps_received);

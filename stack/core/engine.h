@@ -90,7 +90,9 @@ struct EngineCounters {
   uint64_t ud_no_recv = 0;
   uint64_t ud_too_long = 0;
   uint64_t neighbor_wait = 0;  // sends held while a destination MAC resolves
-  uint64_t rx_ce = 0;          // CE-marked RoCE packets received
+  // Sends whose destination never resolved: RC / UC WQEs failed, UD datagrams dropped.
+  uint64_t neighbor_failed_sends = 0;
+  uint64_t rx_ce = 0;  // CE-marked RoCE packets received
   uint64_t cnps_sent = 0;
   uint64_t cnps_received = 0;
   uint64_t cnps_ignored = 0;       // for unknown QPs or QPs without DCQCN
@@ -119,6 +121,7 @@ struct AddressHandle {
   wire::PathSpec path{};
   uint32_t pd = 0;
   bool path_ready = false;
+  bool unreachable = false;  // the destination did not resolve: datagrams are dropped meanwhile
   bool in_use = false;
 };
 
@@ -198,6 +201,7 @@ class Engine {
   bool send_raw(const uint8_t* frame, uint32_t len);
   // A neighbour resolved: QPs and AHs waiting for this address build their paths.
   void on_neighbor_resolved(const Gid& ip);
+  void on_neighbor_failed(const Gid& ip);
   uint64_t now_ns() const { return now_; }
 
  private:
@@ -323,6 +327,7 @@ class Engine {
   void comp_handle(Qp& qp, const wire::PacketInfo& info);
   void comp_ack_upto(Qp& qp, uint32_t psn);  // completes SEND/WRITE WQEs with last PSN <= psn
   void reset_retry_budgets(Qp& qp);
+  void fail_unresolved(Qp& qp);
   void comp_complete_head(Qp& qp, WcStatus st);
   void comp_error(Qp& qp, WcStatus st);
   void comp_timeout(Qp& qp);

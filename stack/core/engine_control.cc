@@ -212,6 +212,7 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
     if (q && !q->path_ready_ && q->path_.dst_gid == ip) {
       q->path_.dst_mac = *mac;
       q->path_ready_ = true;
+      q->path_failed_ = false;
       schedule_req(*q);
       // The responder left its schedule while the path was not ready, perhaps with ACKs or
       // READ responses queued: they go now.
@@ -222,7 +223,29 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
     if (h.in_use && !h.path_ready && h.path.dst_gid == ip) {
       h.path.dst_mac = *mac;
       h.path_ready = true;
+      h.unreachable = false;
     }
+  }
+  for (auto& q : qps_) {
+    if (q && q->type() == QpType::kUd) schedule_req(*q);
+  }
+}
+
+// The neighbour agent gave up on `ip` (no answer to its solicitations). rdma-core fails the
+// transition to RTR, or ibv_create_ah, with ETIMEDOUT when the kernel cannot resolve a RoCE
+// peer's MAC; here those calls succeeded long before, so what is sent to the address fails
+// instead of waiting for ever: an RC or UC QP completes its first WQE with RETRY_EXC_ERR and
+// goes to the error state (at once, or at its next post); a UD datagram for such an address
+// handle is dropped (UD promises no delivery) and the address is asked again.
+void Engine::on_neighbor_failed(const Gid& ip) {
+  for (auto& q : qps_) {
+    if (q && !q->path_ready_ && q->type() != QpType::kUd && q->path_.dst_gid == ip) {
+      q->path_failed_ = true;
+      schedule_req(*q);
+    }
+  }
+  for (auto& h : ahs_) {
+    if (h.in_use && !h.path_ready && h.path.dst_gid == ip) h.unreachable = true;
   }
   for (auto& q : qps_) {
     if (q && q->type() == QpType::kUd) schedule_req(*q);
@@ -490,6 +513,7 @@ void Engine::reset_qp_state(Qp& qp) {
   qp.rcv_.wqe_buf = std::move(buf);
   qp.rcv_.active = ra;
   qp.path_ready_ = false;
+  qp.path_failed_ = false;
 }
 
 int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
@@ -516,6 +540,7 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     s.ah_attr = a.ah_attr;
     qp->path_ = new_path;
     qp->path_ready_ = path_ready;
+    qp->path_failed_ = false;
     qp->l2l4_len_ = wire::l2l4_header_len(new_path);
     // ECN bits are the stack's, not the application's: data packets ECT(0)/(1) when marking,
     // ACKs, NAKs and CNPs not ECN-capable (DCQCN marks data only).

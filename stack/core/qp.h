@@ -129,7 +129,8 @@ class Qp {
   uint32_t mtu_ = 1024;
   wire::PathSpec path_{};
   uint32_t l2l4_len_ = 0;
-  bool path_ready_ = false;  // destination MAC resolved
+  bool path_ready_ = false;   // destination MAC resolved
+  bool path_failed_ = false;  // ... and the neighbour agent gave up on it (on_neighbor_failed)
 
   // Requester + completer.
   struct Send {

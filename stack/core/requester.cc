@@ -132,7 +132,11 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
     return qp.snd_.send != qp.snd_.tail;
   }
   if (!qp.path_ready_) {
-    ++ctr_.neighbor_wait;
+    if (qp.path_failed_) {
+      fail_unresolved(qp);
+    } else {
+      ++ctr_.neighbor_wait;
+    }
     return false;
   }
   if (qp.snd_.rnr_wait) return false;
@@ -329,6 +333,15 @@ void Engine::req_rewind(Qp& qp, uint32_t psn) {
   }
 }
 
+// A connected QP whose destination never resolved (on_neighbor_failed) and that has work posted:
+// its first WQE fails with RETRY_EXC_ERR, the rest are flushed by the error state.
+void Engine::fail_unresolved(Qp& qp) {
+  qp.snd_.tail = qp.sq_.prod_acquire();
+  if (qp.snd_.head == qp.snd_.tail) return;
+  ++ctr_.neighbor_failed_sends;
+  comp_error(qp, WcStatus::kRetryExcErr);
+}
+
 // UD (and UC) sends: one packet per WQE for UD; complete when handed to the port.
 bool Engine::ud_send(Qp& qp, SendWqe& w) {
   auto& s = qp.snd_;
@@ -343,7 +356,10 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   };
 
   if (qp.type() == QpType::kUc) {
-    if (!qp.path_ready_) return false;
+    if (!qp.path_ready_) {
+      if (qp.path_failed_) fail_unresolved(qp);
+      return false;
+    }
     PktBuf* b = tx_buf();
     if (!b) return false;
     const uint32_t pay = std::min(qp.mtu_, w.length - s.offset);
@@ -387,6 +403,12 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   }
   AddressHandle& ah = ahs_[w.ah];
   if (!ah.path_ready) {
+    if (ah.unreachable) {  // dropped (on_neighbor_failed); the address is asked again
+      neighbors_.want(ah.path.dst_gid);
+      ++ctr_.neighbor_failed_sends;
+      complete(WcStatus::kSuccess);
+      return true;
+    }
     ++ctr_.neighbor_wait;
     return false;
   }

@@ -176,7 +176,7 @@ bool scan_ipv4_options(const uint8_t* p, uint32_t n, bool* source_routed) {
 
 NeighborAgent::NeighborAgent(NeighborTable& table, const Mac& mac, std::vector<Gid> addrs,
                              bool vlan, uint16_t vlan_tci, const NeighborConfig& cfg, SendFn send,
-                             ResolvedFn resolved, void* ctx)
+                             ResolvedFn resolved, void* ctx, FailedFn failed)
     : table_(table),
       mac_(mac),
       vlan_(vlan),
@@ -185,6 +185,7 @@ NeighborAgent::NeighborAgent(NeighborTable& table, const Mac& mac, std::vector<G
       send_(send),
       resolved_(resolved),
       ctx_(ctx),
+      failed_(failed),
       // Not 0 for every stack on the segment: start from the station's MAC.
       ipv4_id_(static_cast<uint16_t>(mac[4] << 8 | mac[5])) {
   for (const Gid& a : addrs) {
@@ -825,6 +826,7 @@ uint64_t NeighborAgent::tick(uint64_t now_ns) {
         // 7.3.3: after MAX_*CAST_SOLICIT unanswered solicitations, each RetransTimer apart.
         e.state = NeighborTable::State::kFailed;
         ++ctr_.failed;
+        if (failed_) failed_(ctx_, e.ip);
         continue;
       }
       const bool v4 = wire::gid_is_ipv4_mapped(e.ip.data());
@@ -833,6 +835,7 @@ uint64_t NeighborAgent::tick(uint64_t now_ns) {
       if (!sent) {  // no address of that family to ask from: it can never resolve
         e.state = NeighborTable::State::kFailed;
         ++ctr_.failed;
+        if (failed_) failed_(ctx_, e.ip);
         continue;
       }
       ++e.probes;

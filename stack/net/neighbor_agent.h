@@ -64,6 +64,8 @@ class NeighborAgent {
   using SendFn = bool (*)(void* ctx, const uint8_t* frame, uint32_t len);
   // An entry became reachable (or its MAC changed): paths waiting for it can be built.
   using ResolvedFn = void (*)(void* ctx, const Gid& ip);
+  // An entry failed (max_probes solicitations unanswered): what waits for it must stop waiting.
+  using FailedFn = void (*)(void* ctx, const Gid& ip);
 
   // The largest frame the agent builds: a 9216-byte jumbo IP packet with a VLAN tag. Echo
   // requests whose reply would be longer are dropped (counted in too_big).
@@ -74,7 +76,7 @@ class NeighborAgent {
   // (VID 0) or tagged with our VID.
   NeighborAgent(NeighborTable& table, const Mac& mac, std::vector<Gid> addrs, bool vlan,
                 uint16_t vlan_tci, const NeighborConfig& cfg, SendFn send, ResolvedFn resolved,
-                void* ctx);
+                void* ctx, FailedFn failed = nullptr);
 
   // A received frame that the RoCE parser rejected as kNotIp / kNotUdp / kWrongUdpPort: the raw
   // frame and its length. Answers, learns, or drops it.
@@ -128,6 +130,7 @@ class NeighborAgent {
   SendFn send_;
   ResolvedFn resolved_;
   void* ctx_;
+  FailedFn failed_;
   uint16_t ipv4_id_;
   NeighborCounters ctr_;
   std::array<uint8_t, kMaxFrame> tx_{};

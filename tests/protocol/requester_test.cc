@@ -286,6 +286,89 @@ TEST(Requester, ResetForgetsTheSendSlotsOfFlushedWorkRequests) {
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
 }
 
+// A destination that never resolves fails the QP's work instead of holding it for ever (rdma-core
+// fails the transition to RTR with ETIMEDOUT when it cannot resolve a RoCE peer): what is posted
+// completes with RETRY_EXC_ERR, at once if it waits, or at the next post, whatever retry_cnt says.
+TEST(Requester, ADestinationThatNeverResolvesFailsTheWorkPosted) {
+  for (const bool posted_first : {true, false}) {
+    SCOPED_TRACE(posted_first);
+    ProtocolHarness::Options o;
+    o.peer_mac_known = false;  // retry_cnt 7: retransmissions would never give up
+    ProtocolHarness h(o);
+    if (posted_first) {
+      ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+      ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 2, 0, 100, 0), 0);
+      EXPECT_TRUE(h.exchange().empty());
+      EXPECT_TRUE(h.completions().empty());
+      h.fail_peer();
+    } else {
+      h.fail_peer();
+      EXPECT_TRUE(h.exchange().empty());
+      EXPECT_EQ(h.qp()->state(), QpState::kRts);  // nothing posted: nothing fails yet
+      ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+      ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 2, 0, 100, 0), 0);
+    }
+    EXPECT_TRUE(h.exchange().empty());
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
+    EXPECT_EQ(c[1].wr_id, 2u);
+    EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+    EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
+  }
+}
+
+// UD: a datagram for an address handle whose destination never resolved is dropped (UD promises
+// no delivery) instead of holding the send queue, and the datagrams behind it to other
+// destinations, for ever.
+TEST(Requester, UdDatagramsToAnAddressThatNeverResolvedAreDropped) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  o.peer_mac_known = false;
+  ProtocolHarness h(o);
+  const uint32_t pd = h.qp()->init_attr().pd;
+  AhAttr at;
+  at.dgid = h.peer_gid();
+  at.sgid_index = 1;
+  uint32_t lost = 0, known = 0;
+  ASSERT_EQ(h.engine().create_ah(pd, at, &lost), 0);
+  at.dgid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 3};
+  h.engine().neighbors().add_static(at.dgid, Mac{0x02, 0, 0, 0, 0, 0x03});
+  ASSERT_EQ(h.engine().create_ah(pd, at, &known), 0);
+  auto post = [&](uint64_t wr_id, uint32_t ah) {
+    Sge s{h.addr(), 16, h.rkey()};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = WrOpcode::kSend;
+    wr.send_flags = kSendSignaled;
+    wr.ah = ah;
+    wr.remote_qpn = 0x33;
+    wr.remote_qkey = o.qkey;
+    return h.qp()->post_send(wr);
+  };
+  ASSERT_EQ(post(1, lost), 0);
+  ASSERT_EQ(post(2, known), 0);
+  EXPECT_TRUE(h.exchange().empty());  // the first waits for its MAC, the second behind it
+  h.fail_peer();
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].info.dest_qp, 0x33u);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
+  // The address is asked again; once it resolves, datagrams go.
+  h.resolve_peer();
+  ASSERT_EQ(post(3, lost), 0);
+  EXPECT_EQ(h.exchange().size(), 1u);
+  EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
+}
+
 TEST(Requester, RnrRetrySevenNeverGivesUp) {
   ProtocolHarness h;  // rnr_retry 7
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);

@@ -202,6 +202,8 @@ bool ProtocolHarness::guards_intact() const {
   return true;
 }
 
+void ProtocolHarness::fail_peer() { engine_->on_neighbor_failed(peer_gid_); }
+
 void ProtocolHarness::resolve_peer() {
   engine_->neighbors().learn(peer_gid_, peer_mac_);
   engine_->on_neighbor_resolved(peer_gid_);

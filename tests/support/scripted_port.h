@@ -104,6 +104,9 @@ class ProtocolHarness {
   void connect();
   // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.
   void resolve_peer();
+  // The neighbour agent gives up on the peer's address (its solicitations went unanswered).
+  void fail_peer();
+  const Gid& peer_gid() const { return peer_gid_; }
 
   // Frames the peer sends to our QP.
   std::vector<uint8_t> peer_frame(uint8_t opcode, uint32_t psn, const wire::ExtHeaders& ext,

@@ -200,6 +200,7 @@ constexpr uint8_t kS = 0x40, kO = 0x20;
 struct Sink {
   std::vector<Bytes> sent;
   std::vector<Gid> resolved;
+  std::vector<Gid> failed;
   bool refuse = false;
   static bool send(void* ctx, const uint8_t* f, uint32_t n) {
     auto* s = static_cast<Sink*>(ctx);
@@ -210,6 +211,7 @@ struct Sink {
   static void on_resolved(void* ctx, const Gid& ip) {
     static_cast<Sink*>(ctx)->resolved.push_back(ip);
   }
+  static void on_failed(void* ctx, const Gid& ip) { static_cast<Sink*>(ctx)->failed.push_back(ip); }
 };
 
 constexpr uint64_t kSec = 1'000'000'000;
@@ -219,8 +221,9 @@ class NeighborAgentTest : public ::testing::Test {
   void make(bool vlan = false, uint16_t tci = 0, NeighborConfig cfg = {},
             std::vector<Gid> addrs = {kOurV4, v4(192, 168, 7, 1), kOurV6, kOurLl}) {
     table_ = std::make_unique<NeighborTable>();
-    agent_ = std::make_unique<NeighborAgent>(*table_, kUs, std::move(addrs), vlan, tci, cfg,
-                                             &Sink::send, &Sink::on_resolved, &sink_);
+    agent_ =
+        std::make_unique<NeighborAgent>(*table_, kUs, std::move(addrs), vlan, tci, cfg, &Sink::send,
+                                        &Sink::on_resolved, &sink_, &Sink::on_failed);
   }
   void SetUp() override { make(); }
 
@@ -536,13 +539,18 @@ TEST_F(NeighborAgentTest, ArpResolutionProbesThenFails) {
   EXPECT_EQ(sink_.sent[2], sink_.sent[0]);
   EXPECT_EQ(ctr().arp_requests_tx, 3u);
   EXPECT_EQ(entry(target)->state, NeighborTable::State::kIncomplete);
+  EXPECT_TRUE(sink_.failed.empty());
   EXPECT_EQ(agent_->tick(3 * kSec), UINT64_MAX);
   EXPECT_EQ(sink_.sent.size(), 3u);
   EXPECT_EQ(entry(target)->state, NeighborTable::State::kFailed);
   EXPECT_EQ(ctr().failed, 1u);
   EXPECT_TRUE(sink_.resolved.empty());
+  // Whoever waits for the address is told (the engine fails what it holds for it), once.
+  ASSERT_EQ(sink_.failed.size(), 1u);
+  EXPECT_EQ(sink_.failed[0], target);
   EXPECT_EQ(agent_->tick(10 * kSec), UINT64_MAX);
   EXPECT_EQ(sink_.sent.size(), 3u);
+  EXPECT_EQ(sink_.failed.size(), 1u);
 }
 
 TEST_F(NeighborAgentTest, ArpRequestUsesAddressOnTargetSubnet) {

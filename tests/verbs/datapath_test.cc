@@ -95,6 +95,24 @@ TEST_F(VerbsTest, RcOperationsOverIpv4AndIpv6Gids) {
   }
 }
 
+// An RC QP towards an address nobody answers (10.9.0.77 on the veth: no such host): its send
+// fails with RETRY_EXC_ERR once the device's ARP requests go unanswered (3 s), with retry_cnt 7,
+// instead of waiting for ever. rdma-core fails ibv_modify_qp(RTR) with ETIMEDOUT there.
+TEST_F(VerbsTest, ASendToAnAddressNobodyAnswersFails) {
+  Side a;
+  make_side(a, 0);
+  ASSERT_EQ(connect_rc_to(a.qp, 0x99, ipv4_gid("10.9.0.77"), 1), 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(post_send(a.qp, IBV_WR_SEND, 7, a, 0, 64), 0);
+  auto wc = wait_wc(a.cq, 1, 15);
+  ASSERT_EQ(wc.size(), 1u) << "the send neither completed nor failed";
+  EXPECT_EQ(wc[0].wr_id, 7u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc[0].status);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(s, 1.5) << "failed before the ARP requests were given a chance";
+  EXPECT_EQ(state_of(a.qp), IBV_QPS_ERR);
+}
+
 TEST_F(VerbsTest, PostListsImmediatesAndInlineData) {
   Side a, b;
   make_side(a, 0);
