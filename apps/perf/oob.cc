@@ -82,7 +82,6 @@ double bits_double(uint64_t u) {
 
 // Version padding marker: bytes 8..11 "rprf", byte 12 our protocol revision, byte 13 flags.
 constexpr char kMarker[4] = {'r', 'p', 'r', 'f'};
-constexpr uint8_t kRevision = 1;
 constexpr uint8_t kFlagVerify = 1;
 
 }  // namespace
@@ -159,7 +158,7 @@ void format_version(const VersionInfo& v, uint8_t out[kVersionSize]) {
   std::memcpy(out, v.version.data(), v.version.size() < 7 ? v.version.size() : 7);
   if (v.roce_perf) {
     std::memcpy(out + 8, kMarker, 4);
-    out[12] = kRevision;
+    out[12] = kRocePerfRevision;
     out[13] = v.verify ? kFlagVerify : 0;
   }
 }
@@ -171,6 +170,7 @@ VersionInfo parse_version(const uint8_t in[kVersionSize]) {
   v.version.assign(reinterpret_cast<const char*>(in), n);
   if (n < 8 && std::memcmp(in + 8, kMarker, 4) == 0 && in[12] >= 1) {
     v.roce_perf = true;
+    v.revision = in[12];
     v.verify = in[13] & kFlagVerify;
   }
   return v;

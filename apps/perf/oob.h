@@ -34,13 +34,17 @@ std::string format_key_message(const KeyMessage& k);
 bool parse_key_message(const char* buf, size_t len, KeyMessage* out);
 
 // The 16-byte version message: "6.06" NUL-padded, as perftest's strncpy leaves it. roce-perf
-// puts a marker and its own flags in the padding (perftest reads it with atof, which stops at
-// the NUL), so two roce-perfs know each other and agree on --verify.
+// puts a marker, the revision of its own records (--verify's) and its flags in the padding
+// (perftest reads it with atof, which stops at the NUL), so two roce-perfs know each other and
+// agree on --verify.
 struct VersionInfo {
   std::string version;  // "6.06"
   bool roce_perf = false;
   bool verify = false;
+  int revision = 0;  // a roce-perf peer's kRocePerfRevision
 };
+// 2: --verify's first record carries the number of sizes.
+inline constexpr int kRocePerfRevision = 2;
 inline constexpr size_t kVersionSize = 16;
 void format_version(const VersionInfo& v, uint8_t out[kVersionSize]);
 VersionInfo parse_version(const uint8_t in[kVersionSize]);

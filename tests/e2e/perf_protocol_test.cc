@@ -73,6 +73,11 @@ TEST(Version, PerftestReadsOursAsItsOwnAndWeRecogniseEachOther) {
   VersionInfo v = parse_version(buf);
   EXPECT_TRUE(v.roce_perf);
   EXPECT_TRUE(v.verify);
+  EXPECT_EQ(v.revision, kRocePerfRevision);  // (--verify needs the same on both sides)
+  buf[12] = 1;  // a roce-perf from before --verify's records carried the number of sizes
+  v = parse_version(buf);
+  EXPECT_TRUE(v.roce_perf);
+  EXPECT_EQ(v.revision, 1);
   // A real perftest: strncpy(version, "6.06", 16) leaves zeros behind the string.
   uint8_t theirs[kVersionSize] = {'6', '.', '0', '6'};
   v = parse_version(theirs);
