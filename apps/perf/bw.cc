@@ -123,6 +123,8 @@ class PerfTest::BwReceiver {
       : p_(p),
         iters_(p.o_.iters),
         tot_iters_(p.o_.iters * static_cast<uint64_t>(p.o_.num_qps)),
+        size_(size),
+        recv_len_(p.recv_len(size)),
         stride_(p.inc(size)),
         slots_(static_cast<uint64_t>(p.cycle_buffer_) / stride_),
         // perftest re-posts with SIZE(type, size, !machine): a UD server's receives count the
@@ -143,6 +145,14 @@ class PerfTest::BwReceiver {
       const Completion& c = p_.wc_[static_cast<size_t>(i)];
       if (c.status != WcStatus::kSuccess) {
         p_.completion_error(c, side, rcnt_, tot_iters_);
+        return -1;
+      }
+      // A peer given a smaller -s fills our receives only in part: counted as ours, its
+      // messages would inflate the bandwidth. (UD: the byte count includes the GRH.)
+      if (c.byte_len != recv_len_) {
+        p_.fail("received " + std::to_string(c.byte_len - (recv_len_ - size_)) +
+                " bytes, expected " + std::to_string(size_) +
+                ": give both sides the same -s/--sizes/-a");
         return -1;
       }
       const uint64_t q = c.wr_id;
@@ -172,7 +182,7 @@ class PerfTest::BwReceiver {
 
  private:
   PerfTest& p_;
-  const uint64_t iters_, tot_iters_, stride_, slots_;
+  const uint64_t iters_, tot_iters_, size_, recv_len_, stride_, slots_;
   const bool cycle_, duration_;
   std::vector<uint64_t> posted_, received_;
   uint64_t rcnt_ = 0;

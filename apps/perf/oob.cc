@@ -82,7 +82,6 @@ double bits_double(uint64_t u) {
 
 // Version padding marker: bytes 8..11 "rprf", byte 12 our protocol revision, byte 13 flags.
 constexpr char kMarker[4] = {'r', 'p', 'r', 'f'};
-constexpr uint8_t kRevision = 1;
 constexpr uint8_t kFlagVerify = 1;
 
 }  // namespace
@@ -159,7 +158,7 @@ void format_version(const VersionInfo& v, uint8_t out[kVersionSize]) {
   std::memcpy(out, v.version.data(), v.version.size() < 7 ? v.version.size() : 7);
   if (v.roce_perf) {
     std::memcpy(out + 8, kMarker, 4);
-    out[12] = kRevision;
+    out[12] = kRocePerfRevision;
     out[13] = v.verify ? kFlagVerify : 0;
   }
 }
@@ -171,6 +170,7 @@ VersionInfo parse_version(const uint8_t in[kVersionSize]) {
   v.version.assign(reinterpret_cast<const char*>(in), n);
   if (n < 8 && std::memcmp(in + 8, kMarker, 4) == 0 && in[12] >= 1) {
     v.roce_perf = true;
+    v.revision = in[12];
     v.verify = in[13] & kFlagVerify;
   }
   return v;
@@ -286,12 +286,37 @@ bool OobChannel::connect_to(const std::string& host, int port, double timeout_s,
   return true;
 }
 
+bool OobChannel::wait_ready(short events, bool bounded, Clock::time_point deadline,
+                            std::string* err) {
+  for (;;) {
+    if (interrupted()) {
+      *err = "interrupted";
+      return false;
+    }
+    const int ms = slice_ms(bounded, deadline);
+    if (bounded && ms == 0) {
+      *err = std::string(events == POLLIN ? "the peer did not answer"
+                                          : "the peer did not take our data") +
+             " within " + std::to_string(static_cast<int>(timeout_s_)) + " s";
+      return false;
+    }
+    pollfd pf{fd_, events, 0};
+    if (poll(&pf, 1, progress_ ? 0 : ms) > 0) return true;
+    run_progress();
+  }
+}
+
 bool OobChannel::write_all(const void* buf, size_t len, std::string* err) {
   const auto* p = static_cast<const uint8_t*>(buf);
+  const bool bounded = timeout_s_ > 0;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s_));
   while (len) {
-    const ssize_t n = send(fd_, p, len, MSG_NOSIGNAL);
+    if (!wait_ready(POLLOUT, bounded, deadline, err)) return false;
+    // MSG_DONTWAIT: the socket blocks, and room for some bytes may be less than `len`.
+    const ssize_t n = send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || errno == EAGAIN) continue;
       *err = std::string("exchange with the peer failed: ") + std::strerror(errno);
       return false;
     }
@@ -307,21 +332,7 @@ bool OobChannel::read_all(void* buf, size_t len, std::string* err) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s_));
   while (len) {
-    if (interrupted()) {
-      *err = "interrupted";
-      return false;
-    }
-    pollfd pf{fd_, POLLIN, 0};
-    const int ms = slice_ms(bounded, deadline);
-    if (bounded && ms == 0) {
-      *err =
-          "the peer did not answer within " + std::to_string(static_cast<int>(timeout_s_)) + " s";
-      return false;
-    }
-    if (poll(&pf, 1, progress_ ? 0 : ms) <= 0) {
-      run_progress();
-      continue;
-    }
+    if (!wait_ready(POLLIN, bounded, deadline, err)) return false;
     const ssize_t n = recv(fd_, p, len, 0);
     if (n == 0) {
       *err = "the peer closed the connection";
@@ -366,12 +377,30 @@ bool OobChannel::exchange_versions(const VersionInfo& mine, VersionInfo* theirs,
 bool OobChannel::exchange_sys_data(int* cycle_buffer, int* cache_line_size, std::string* err) {
   uint32_t mine = htonl(static_cast<uint32_t>(*cycle_buffer)), theirs = 0;
   if (!exchange(&mine, &theirs, 4, err)) return false;
-  const int rem_cycle = static_cast<int>(ntohl(theirs));
+  const uint32_t rem_cycle = ntohl(theirs);
   mine = htonl(static_cast<uint32_t>(*cache_line_size));
   if (!exchange(&mine, &theirs, 4, err)) return false;
-  const int rem_line = static_cast<int>(ntohl(theirs));
-  if (rem_cycle > *cycle_buffer) *cycle_buffer = rem_cycle;
-  if (rem_line > *cache_line_size) *cache_line_size = rem_line;
+  const uint32_t rem_line = ntohl(theirs);
+  // perftest takes them unchecked; we size buffers by them and divide by them.
+  const auto sane = [err](const char* what, uint32_t v, uint32_t max) {
+    const bool pow2 = v && (v & (v - 1)) == 0;
+    if (pow2 && v <= max) return true;
+    *err = std::string("the peer's ") + what + " " + std::to_string(v) +
+           (pow2 ? " is above " + std::to_string(max) + ", the most roce-perf takes"
+                 : std::string(" is not a power of two"));
+    return false;
+  };
+  if (!sane("cycle buffer", rem_cycle, kMaxCycleBuffer) ||
+      !sane("cache line size", rem_line, kMaxCacheLine)) {
+    return false;
+  }
+  if (rem_line > rem_cycle) {
+    *err = "the peer's cache line size " + std::to_string(rem_line) +
+           " is larger than its cycle buffer " + std::to_string(rem_cycle);
+    return false;
+  }
+  if (static_cast<int>(rem_cycle) > *cycle_buffer) *cycle_buffer = static_cast<int>(rem_cycle);
+  if (static_cast<int>(rem_line) > *cache_line_size) *cache_line_size = static_cast<int>(rem_line);
   return true;
 }
 

@@ -7,6 +7,7 @@
 // bytes), xchg_bw_reports (five 8-byte big-endian values), ctx_close_connection ("done").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -33,16 +34,27 @@ std::string format_key_message(const KeyMessage& k);
 bool parse_key_message(const char* buf, size_t len, KeyMessage* out);
 
 // The 16-byte version message: "6.06" NUL-padded, as perftest's strncpy leaves it. roce-perf
-// puts a marker and its own flags in the padding (perftest reads it with atof, which stops at
-// the NUL), so two roce-perfs know each other and agree on --verify.
+// puts a marker, the revision of its own records (--verify's) and its flags in the padding
+// (perftest reads it with atof, which stops at the NUL), so two roce-perfs know each other and
+// agree on --verify.
 struct VersionInfo {
   std::string version;  // "6.06"
   bool roce_perf = false;
   bool verify = false;
+  int revision = 0;  // a roce-perf peer's kRocePerfRevision
 };
+// 2: --verify's first record carries the number of sizes.
+inline constexpr int kRocePerfRevision = 2;
 inline constexpr size_t kVersionSize = 16;
 void format_version(const VersionInfo& v, uint8_t out[kVersionSize]);
 VersionInfo parse_version(const uint8_t in[kVersionSize]);
+
+// The largest cycle buffer and cache line roce-perf takes from a peer. perftest sends its page
+// size (sysconf(_SC_PAGESIZE): 4 KiB on x86, 16 or 64 KiB on arm64 and ppc64, at most 256 KiB
+// on any Linux) and its L1 cache line (64, 128 or 256 bytes); a value beyond these is not a
+// machine's, and would make us allocate and register that much per QP.
+inline constexpr uint32_t kMaxCycleBuffer = 1u << 20;
+inline constexpr uint32_t kMaxCacheLine = 4096;
 
 // perftest's struct bw_report_data as exchanged (remote version >= 5.33: 64-bit iters).
 struct BwReport {
@@ -75,7 +87,8 @@ class OobChannel {
     progress_ctx_ = ctx;
   }
 
-  // Whole-buffer I/O; false with *err on error, timeout, interruption or a closed peer.
+  // Whole-buffer I/O, each call bounded by the timeout; false with *err on error, timeout,
+  // interruption or a closed peer.
   bool write_all(const void* buf, size_t len, std::string* err);
   bool read_all(void* buf, size_t len, std::string* err);
   // ctx_xchg_data: the client writes then reads, the server reads then writes.
@@ -84,7 +97,9 @@ class OobChannel {
   // ctx_hand_shake with a key message.
   bool hand_shake(const KeyMessage& mine, KeyMessage* theirs, std::string* err);
   bool exchange_versions(const VersionInfo& mine, VersionInfo* theirs, std::string* err);
-  // check_sys_data: both values as 4-byte big-endian ints; each side keeps the larger.
+  // check_sys_data: both values as 4-byte big-endian ints; each side keeps the larger. The
+  // peer's must be powers of two, its cache line no larger than its cycle buffer, and both
+  // below kMaxCycleBuffer / kMaxCacheLine (they size our buffers and divide our strides).
   bool exchange_sys_data(int* cycle_buffer, int* cache_line_size, std::string* err);
   // check_mtu: the IB MTU enum as "%d" in 2 bytes; returns min(local, valid remote).
   bool exchange_mtu(Mtu local, Mtu* chosen, std::string* err);
@@ -103,6 +118,10 @@ class OobChannel {
 
  private:
   void run_progress();
+  // Waits until the socket is ready for `events` (POLLIN / POLLOUT), running the progress hook
+  // meanwhile; false with *err once `deadline` passed (if `bounded`) or on an interruption.
+  bool wait_ready(short events, bool bounded, std::chrono::steady_clock::time_point deadline,
+                  std::string* err);
 
   int fd_ = -1;
   bool client_ = false;

@@ -24,6 +24,9 @@ constexpr int kMinEqNum = 0;  // perftest's MIN_EQ_NUM / MAX_EQ_NUM
 constexpr int kMaxEqNum = 2048;
 constexpr int kMaxGidIndex = 64;
 constexpr uint64_t kMaxVerifySize = kMaxSize;
+// --timeout: 1e6 s (11.6 days) bounds any real wait and keeps the waits' nanosecond and clock
+// arithmetic far from overflowing.
+constexpr double kMaxTimeoutS = 1e6;
 
 struct TestEntry {
   Verb verb;
@@ -71,7 +74,7 @@ bool parse_size(const std::string& in, uint64_t* out, std::string* err) {
     s.pop_back();
   }
   long long v = 0;
-  if (!parse_long(s, &v) || v < 1 || static_cast<uint64_t>(v) * factor > UINT_MAX / 2) {
+  if (!parse_long(s, &v) || v < 1 || static_cast<uint64_t>(v) > UINT_MAX / 2 / factor) {
     *err = "size: '" + in + "' is not a message size in 1.." + std::to_string(UINT_MAX / 2) +
            " (a K or M suffix is allowed)";
     return false;
@@ -176,14 +179,16 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                  "our libibverbs (roce-perf-verbs)")
       ->check(CLI::IsMember({"native", "verbs"}))
       ->type_name("native|verbs");
-  app.add_option("--timeout", o->timeout_s,
-                 "bound every wait: connecting (a refused connection is retried until then), "
-                 "each exchange with the peer, a transfer without progress (default: "
-                 "exchanges wait for ever as perftest's do; a stalled transfer fails after "
-                 "60 s; 0: no bound)")
-      ->type_name("SECONDS");
-  app.add_option("--sizes", sizes, "run these sizes in turn (comma-separated), like -a")
-      ->type_name("LIST");
+  const CLI::Option* timeout_opt =
+      app.add_option("--timeout", o->timeout_s,
+                     "bound every wait: connecting (a refused connection is retried until then), "
+                     "each exchange with the peer, a transfer without progress (default: "
+                     "exchanges wait for ever as perftest's do; a stalled transfer fails after "
+                     "60 s; 0: no bound)")
+          ->type_name("SECONDS");
+  const CLI::Option* sizes_opt =
+      app.add_option("--sizes", sizes, "run these sizes in turn (comma-separated), like -a")
+          ->type_name("LIST");
   app.add_option("--test-corrupt", o->test_corrupt)->group("");  // test hook, see options.h
   try {
     app.parse(argc, argv);
@@ -246,7 +251,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     o->req_size = true;
   }
   o->run_all = all;
-  if (!sizes.empty()) {
+  if (sizes_opt->count()) {  // (an empty list too: it names no size)
     if (all) return fail("--sizes and -a both choose the sizes: give one");
     if (!parse_size_list(sizes, &o->size_list, &err)) return fail(err);
   }
@@ -333,7 +338,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     return fail(err);
   }
   if (!sl.empty() && !int_in("sl", sl, 0, 15, &o->sl, &err)) return fail(err);
-  if (o->timeout_s < 0 && o->timeout_s != -1) return fail("timeout: must be >= 0 seconds");
+  // (-1 stands for "not given". The negated test refuses nan too.)
+  if (timeout_opt->count() && o->timeout_s != -1 &&
+      !(o->timeout_s >= 0 && o->timeout_s <= kMaxTimeoutS)) {
+    return fail("timeout: '" + timeout_opt->results().back() +
+                "' is not a number of seconds in 0..1000000");
+  }
   if (o->timeout_s >= 0) o->oob_timeout_s = o->stall_timeout_s = o->timeout_s;
   (void)cpu_freq;  // perftest's -F: ignore CPU frequency warnings; we measure in nanoseconds
 
@@ -405,6 +415,13 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
       *err = "post_list: the number of iterations must be a multiple of the post list size";
       return false;
     }
+    // A list is posted whole once the send queue has room for it (bw.cc): one longer than the
+    // TX depth never would be. perftest has no such check; its run_iter_bw then waits for ever.
+    if (o->post_list > o->tx_depth) {
+      *err = "post_list: the post list size (" + std::to_string(o->post_list) +
+             ") must not exceed the TX depth (" + std::to_string(o->tx_depth) + "; -t)";
+      return false;
+    }
     if (!o->req_cq_mod) {
       o->cq_mod = o->post_list;
     } else if (o->post_list % o->cq_mod != 0) {
@@ -420,7 +437,7 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
     o->iters = 0;
     o->no_peak = true;
     if (o->margin < 0) o->margin = o->duration / 4;
-    if (!(o->duration > 2 * o->margin)) {
+    if (!(o->duration > 2 * static_cast<int64_t>(o->margin))) {  // (2 * margin may pass INT_MAX)
       *err = "duration: DURATION must be greater than 2 * MARGIN";
       return false;
     }

@@ -268,6 +268,7 @@ class PerfTest {
     uint64_t passes = 0;
     uint64_t bad_msg = 0;  // where this side found the first bad byte
     uint64_t bad_off = 0;
+    bool sizes_agreed = false;  // the kSizes record went both ways
   } vfy_;
 };
 

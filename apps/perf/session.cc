@@ -104,6 +104,11 @@ bool PerfTest::prelude() {
     return fail(o_.verify ? "--verify needs --verify on the other side too (a roce-perf)"
                           : "the peer runs --verify: give this side --verify too");
   }
+  if (o_.verify && peer_.revision != kRocePerfRevision) {
+    return fail("--verify: the peer's roce-perf has records of revision " +
+                std::to_string(peer_.revision) + ", this side's of revision " +
+                std::to_string(kRocePerfRevision) + ": run the same roce-perf on both sides");
+  }
   // Both sides have their ports open now: wait for the link before the exchanges that follow,
   // which then also tell each side that the other's link is ready.
   if (!t_.wait_link(o_.oob_timeout_s, &err)) return fail(err);

@@ -25,7 +25,16 @@ constexpr uint64_t kRegionBytes = 64ull << 20;  // responder region / receive sl
 constexpr uint64_t kSourceBytes = 32ull << 20;  // requester slots
 constexpr uint64_t kMaxSlots = 4096;
 
-enum Kind : uint32_t { kParams = 1, kPassDone = 2, kPassResult = 3, kReadReady = 4, kDone = 5 };
+// kSizes, the first record of a run, carries the number of sizes: a peer that runs fewer would
+// read our next kParams as part of a key message, and both sides would wait for ever.
+enum Kind : uint32_t {
+  kParams = 1,
+  kPassDone = 2,
+  kPassResult = 3,
+  kReadReady = 4,
+  kDone = 5,
+  kSizes = 6,
+};
 
 // The verification records on the TCP connection: 4 big-endian 64-bit words.
 struct Record {
@@ -102,6 +111,14 @@ bool recv_record(OobChannel& oob, uint32_t want, Record* r, std::string* err) {
   return true;
 }
 
+// Both sides send `mine` and receive a record of the same kind, in the exchange's order (the
+// client writes first).
+bool swap_records(OobChannel& oob, const Record& mine, Record* theirs, std::string* err) {
+  const auto want = static_cast<uint32_t>(mine.kind);
+  if (oob.is_client()) return send_record(oob, mine, err) && recv_record(oob, want, theirs, err);
+  return recv_record(oob, want, theirs, err) && send_record(oob, mine, err);
+}
+
 // The --test-corrupt hook: flips the middle byte of message `msg` where it landed.
 void maybe_corrupt(const PerfOptions& o, uint64_t msg, uint8_t* data, uint64_t size) {
   if (o.test_corrupt >= 0 && static_cast<uint64_t>(o.test_corrupt) == msg) {
@@ -143,17 +160,20 @@ uint64_t PerfTest::verify_slots(uint64_t size, bool region) const {
 
 bool PerfTest::verify_sync_params(uint64_t size) {
   std::string err;
-  const uint64_t n = o_.verb == Verb::kSend ? 0 : verify_slots(size, true);
-  Record mine{kParams, size, o_.iters, n}, theirs;
-  if (oob_.is_client()) {
-    if (!send_record(oob_, mine, &err) || !recv_record(oob_, kParams, &theirs, &err)) {
-      return fail(err);
+  Record theirs;
+  if (!vfy_.sizes_agreed) {
+    const uint64_t sizes = o_.size_list.size();
+    if (!swap_records(oob_, Record{kSizes, sizes, 0, 0}, &theirs, &err)) return fail(err);
+    if (theirs.a != sizes) {
+      return fail("--verify: the number of sizes differs (the peer runs " +
+                  std::to_string(theirs.a) + ", this side " + std::to_string(sizes) +
+                  "): give both sides the same -s/--sizes/-a and -n");
     }
-  } else {
-    if (!recv_record(oob_, kParams, &theirs, &err) || !send_record(oob_, mine, &err)) {
-      return fail(err);
-    }
+    vfy_.sizes_agreed = true;
   }
+  const uint64_t n = o_.verb == Verb::kSend ? 0 : verify_slots(size, true);
+  const Record mine{kParams, size, o_.iters, n};
+  if (!swap_records(oob_, mine, &theirs, &err)) return fail(err);
   if (theirs.a != mine.a || theirs.b != mine.b || theirs.c != mine.c) {
     return fail("--verify: the peer runs size " + std::to_string(theirs.a) + " x " +
                 std::to_string(theirs.b) + " iterations, this side " + std::to_string(size) +

@@ -49,6 +49,7 @@ expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X
+expect 2 "size: '17592186044416M'" write_bw -s 17592186044416M  # 2^44 MiB: wraps to 0
 expect 2 "mtu: '1500' is not one of" write_bw -m 1500
 expect 2 "tx-depth" write_bw -t 0
 expect 2 "multiple QPs only available on bw tests" send_lat -q 2
@@ -59,13 +60,20 @@ expect 2 "atomic_type: 'ADD'" atomic_bw -A ADD
 expect 2 "cannot be changed for atomic tests" atomic_bw -s 16
 expect 2 "on RDMA verbs it can only be 1" write_bw -r 4
 expect 2 "multiple of the post list" write_bw -l 3 -n 1000
+expect 2 "post_list: the post list size \\(256\\) must not exceed the TX depth \\(128; -t\\)" \
+  write_bw -l 256 -t 128 -n 1024
 expect 2 "available only on latency tests" write_bw -U
 expect 2 "--verify applies to write_bw, read_bw and send_bw" write_lat --verify
 expect 2 "--verify counts messages" write_bw --verify -D 5
 expect 2 "DURATION must be greater than 2 \\* MARGIN" write_bw -D 4 -f 2
+expect 2 "DURATION must be greater than 2 \\* MARGIN" write_bw -D 5 -f 1073741824  # 2 * f: 2^31
+for t in nan inf 1e10 -0.5; do
+  expect 2 "timeout: '$t' is not a number of seconds in 0..1000000" write_bw --timeout $t
+done
 expect 2 "ib-port: a device has one port" write_bw -i 2
 expect 2 "--sizes and -a" write_bw -a --sizes 1,2
 expect 2 "--sizes: size: 'x'" write_bw --sizes 1,x
+expect 2 "--sizes: size: ''" write_bw --sizes ""
 expect 2 "no device configured" write_bw
 expect 2 "--device: unknown setting 'colour'" write_bw --device "colour=blue"
 expect 2 "--device: mtu: '99999'" write_bw --device "port=x; ipv4=10.0.0.1; mtu=99999"

@@ -5,11 +5,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +73,11 @@ TEST(Version, PerftestReadsOursAsItsOwnAndWeRecogniseEachOther) {
   VersionInfo v = parse_version(buf);
   EXPECT_TRUE(v.roce_perf);
   EXPECT_TRUE(v.verify);
+  EXPECT_EQ(v.revision, kRocePerfRevision);  // (--verify needs the same on both sides)
+  buf[12] = 1;  // a roce-perf from before --verify's records carried the number of sizes
+  v = parse_version(buf);
+  EXPECT_TRUE(v.roce_perf);
+  EXPECT_EQ(v.revision, 1);
   // A real perftest: strncpy(version, "6.06", 16) leaves zeros behind the string.
   uint8_t theirs[kVersionSize] = {'6', '.', '0', '6'};
   v = parse_version(theirs);
@@ -114,6 +122,11 @@ class RawPeer {
     ASSERT_EQ(send(fd_, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
   }
   void close_write() { shutdown(fd_, SHUT_WR); }
+  // Closes the connection with whatever it holds unread (the client's writes then fail).
+  void reset() {
+    close(fd_);
+    fd_ = -1;
+  }
   // Connects roce-perf's client `c` to this peer.
   bool connect_client(OobChannel& c) {
     std::string err;
@@ -204,6 +217,107 @@ TEST(Oob, ClientPutsPerftestsBytesOnTheWire) {
   });
   ASSERT_TRUE(c.close_connection(sample_key(), &err));
   s6.join();
+}
+
+std::string be32(uint32_t v) {
+  const uint32_t n = htonl(v);
+  return std::string(reinterpret_cast<const char*>(&n), 4);
+}
+
+// check_sys_data with a peer that sends `cycle` and `line`; *cycle_buffer / *cache_line start
+// at a 4 KiB page and a 64-byte line, and hold the outcome.
+bool sys_data_from_peer(uint32_t cycle, uint32_t line, int* cycle_buffer, int* cache_line,
+                        std::string* err) {
+  RawPeer peer;
+  OobChannel c;
+  if (!peer.connect_client(c)) return false;
+  *cycle_buffer = 4096;
+  *cache_line = 64;
+  std::thread p([&] {
+    peer.read_n(4);
+    peer.write(be32(cycle));
+    peer.read_n(4);
+    peer.write(be32(line));
+  });
+  const bool ok = c.exchange_sys_data(cycle_buffer, cache_line, err);
+  p.join();
+  return ok;
+}
+
+// The peer's cycle buffer and cache line size our buffers (per QP) and divide our strides:
+// values no machine has (perftest sends its page size and L1 line) end the run, naming them.
+TEST(Oob, RefusesACycleBufferOrCacheLineNoMachineHas) {
+  int cycle = 0, line = 0;
+  std::string err;
+  ASSERT_TRUE(sys_data_from_peer(65536, 128, &cycle, &line, &err)) << err;  // arm64, 64 KiB
+  EXPECT_EQ(cycle, 65536);
+  EXPECT_EQ(line, 128);
+  struct Case {
+    uint32_t cycle, line;
+    const char* err;
+  };
+  const Case bad[] = {
+      // slots = 0, then `% slots` (SIGFPE)
+      {131072, 262144, "the peer's cache line size 262144 is above 4096, the most roce-perf takes"},
+      // 4 GiB allocated and registered per QP
+      {0x7fffffff, 64, "the peer's cycle buffer 2147483647 is not a power of two"},
+      {0x80000000, 64,
+       "the peer's cycle buffer 2147483648 is above 1048576, the most roce-perf takes"},
+      {2u << 20, 64, "the peer's cycle buffer 2097152 is above 1048576, the most roce-perf takes"},
+      {0, 64, "the peer's cycle buffer 0 is not a power of two"},
+      {3000, 64, "the peer's cycle buffer 3000 is not a power of two"},
+      {4096, 0, "the peer's cache line size 0 is not a power of two"},
+      {4096, 96, "the peer's cache line size 96 is not a power of two"},
+      {1024, 2048, "the peer's cache line size 2048 is larger than its cycle buffer 1024"},
+  };
+  for (const Case& k : bad) {
+    SCOPED_TRACE(std::to_string(k.cycle) + " / " + std::to_string(k.line));
+    err.clear();
+    EXPECT_FALSE(sys_data_from_peer(k.cycle, k.line, &cycle, &line, &err));
+    EXPECT_EQ(err, k.err);
+  }
+}
+
+// A peer that stops reading: write_all gives up at the --timeout, as read_all does, instead of
+// waiting in send() for ever.
+TEST(Oob, WriteGivesUpAtTheTimeoutWhenThePeerStopsReading) {
+  RawPeer peer;
+  OobChannel c;
+  ASSERT_TRUE(peer.connect_client(c));
+  c.set_timeout(1);
+  const std::vector<char> big(64 << 20);  // more than both sockets' buffers hold
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto wrote =
+      std::async(std::launch::async, [&] { return c.write_all(big.data(), big.size(), &err); });
+  const bool in_time = wrote.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!in_time) peer.reset();  // (ends a write_all without a deadline)
+  EXPECT_FALSE(wrote.get());
+  EXPECT_TRUE(in_time);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+  EXPECT_EQ(err, "the peer did not take our data within 1 s");
+}
+
+// SIGINT / SIGTERM end a write that waits for the peer, with or without a --timeout.
+TEST(OobDeathTest, WriteGivesUpWhenInterrupted) {
+  EXPECT_EXIT(
+      {
+        alarm(10);  // (SIGALRM ends a write that ignores the interruption)
+        install_interrupt_handlers();
+        RawPeer peer;
+        OobChannel c;
+        if (!peer.connect_client(c)) std::_Exit(4);
+        std::thread t([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          kill(getpid(), SIGINT);
+        });
+        const std::vector<char> big(64 << 20);
+        std::string err;
+        const bool ok = c.write_all(big.data(), big.size(), &err);
+        t.join();
+        std::_Exit(!ok && err == "interrupted" ? 3 : 4);
+      },
+      testing::ExitedWithCode(3), "");
 }
 
 // The end of a run: OobChannel::finish closes our half and returns once the peer's half
