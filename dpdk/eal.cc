@@ -3,6 +3,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -158,6 +159,38 @@ std::vector<std::string> build_eal_args(const EalOptions& o, bool hugepages_ok) 
   return args;
 }
 
+namespace {
+// EAL's runtime directories (/var/run/dpdk/roce-<pid> as root) of processes that are gone: a
+// process that was killed, or whose EAL failed to start after making its directory, ran no
+// cleanup, and each directory keeps ~12 MiB of files with --no-huge. Only names this code makes
+// up (roce-<pid>) whose process no longer exists (kill(pid, 0): ESRCH) are removed. (A process
+// in another PID namespace sharing /var/run/dpdk would look gone; we use no secondary
+// processes, and a live primary keeps its mappings.)
+void remove_stale_runtime_dirs(const std::filesystem::path& base) {
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = d.path().filename().string();
+    if (name.size() <= 5 || name.compare(0, 5, "roce-") != 0) continue;
+    const char* digits = name.c_str() + 5;
+    char* end = nullptr;
+    const long pid = std::strtol(digits, &end, 10);
+    if (*end != '\0' || pid <= 0 || *digits == '0') continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    std::filesystem::remove_all(d.path(), rm);
+  }
+}
+
+// The runtime directory EAL made for this process, if its name is the one Eal::init made up.
+std::filesystem::path own_runtime_dir() {
+  const char* dir = rte_eal_get_runtime_dir();
+  if (dir == nullptr || *dir == '\0') return {};
+  std::filesystem::path p(dir);
+  if (p.filename() != "roce-" + std::to_string(getpid())) return {};
+  return p;
+}
+}  // namespace
+
 bool Eal::init(const EalOptions& options, std::string* error) {
   if (running()) return true;
   const bool auto_huge = options.huge_pages == HugePages::kAuto;
@@ -165,7 +198,20 @@ bool Eal::init(const EalOptions& options, std::string* error) {
       build_eal_args(options, auto_huge && hugepages_available(options.memory_mb));
   const bool ours =
       !has_option(options.extra_args, {"--file-prefix"}) && options.file_prefix.empty();
-  if (!init_raw(args, error)) return false;
+  if (!init_raw(args, error)) {
+    // EAL makes its runtime directory early (argument parsing) and leaves it when a later
+    // step fails (hugepages, memory).
+    if (ours) {
+      const std::filesystem::path dir = own_runtime_dir();
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+    return false;
+  }
+  if (ours) {
+    const std::filesystem::path dir = own_runtime_dir();
+    if (!dir.empty()) remove_stale_runtime_dirs(dir.parent_path());
+  }
   std::lock_guard<std::mutex> lock(state().mu);
   state().prefix_is_ours = ours;
   return true;

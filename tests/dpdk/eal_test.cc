@@ -7,11 +7,13 @@
 #include "dpdk/ring_pair.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +137,52 @@ TEST(Eal, StartsWithTheNoHugepageDefaultsAndCleansUp) {
   // EAL cannot start twice in one process; the error says so.
   EXPECT_FALSE(Eal::init(o, &error));
   EXPECT_NE(error.find("cannot start again"), std::string::npos) << error;
+}
+
+// A process that was killed leaves its runtime directory (~12 MiB with --no-huge): the next
+// EAL start removes those of our naming whose process is gone, and nothing else.
+TEST(Eal, RemovesTheRuntimeDirectoriesOfProcessesThatAreGone) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (/var/run/dpdk)";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // its PID now names no process
+  const std::filesystem::path base("/var/run/dpdk");
+  std::filesystem::create_directories(base);
+  const auto make = [&](const std::string& name) {
+    std::filesystem::create_directories(base / name);
+    std::ofstream(base / name / "config") << "x";
+    return base / name;
+  };
+  const auto gone = make("roce-" + std::to_string(child));
+  const auto alive = make("roce-" + std::to_string(getppid()));  // ctest, still running
+  const auto other = make("notroce-" + std::to_string(child));
+  std::string error;
+  ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_TRUE(std::filesystem::exists(alive));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  std::filesystem::remove_all(alive);
+  std::filesystem::remove_all(other);
+  Eal::cleanup();
+}
+
+// EAL makes its runtime directory while it parses its arguments, and a later step that fails
+// (here its memory set-up: hugepages from a directory that does not exist) left it behind.
+TEST(Eal, AFailedStartLeavesNoRuntimeDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (/var/run/dpdk)";
+  EalOptions o;
+  o.huge_pages = HugePages::kOff;
+  o.extra_args = {"--socket-mem=64"};  // hugepages, then: none are mounted there
+  std::string error;
+  const bool started = Eal::init(o, &error);
+  if (started) {
+    Eal::cleanup();
+    GTEST_SKIP() << "EAL started with --socket-mem: this machine has hugepages";
+  }
+  const std::filesystem::path dir =
+      std::filesystem::path("/var/run/dpdk") / ("roce-" + std::to_string(getpid()));
+  EXPECT_FALSE(std::filesystem::exists(dir)) << error;
 }
 
 TEST(Eal, StartsTheCallerThreadAsAnLcoreAndRegistersOthers) {
