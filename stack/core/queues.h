@@ -114,7 +114,8 @@ class CompletionQueue {
     if (take) ring_.retire(cons + take);
     return static_cast<int>(take);
   }
-  // Requests a notification for the next completion (any, or solicited only).
+  // Requests a notification for the next completion (any, or solicited only: one with the
+  // Solicited Event bit, or an unsuccessful one).
   // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified.
   // Both sides store, then load the other's store (push: publish, then read armed_; arm: set
   // armed_, then poll), which needs a store-load barrier on each. A CQ that was never armed,

@@ -1,4 +1,5 @@
-// Unit tests of the engine's building blocks: timer wheel, SPSC queue, doorbells, MR table.
+// Unit tests of the engine's building blocks: timer wheel, SPSC queue, CQ arming, doorbells, MR
+// table.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "stack/core/counters_format.h"
 #include "stack/core/mr.h"
+#include "stack/core/queues.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/rng.h"
 #include "stack/util/spsc_queue.h"
@@ -132,6 +134,32 @@ TEST(SpscQueue, OrderAndCapacityAcrossThreads) {
     q.retire(c + 1);
   }
   producer.join();
+}
+
+// ibv_req_notify_cq(3): with solicited_only, a CQE is solicited if it completes a message with
+// the Solicited Event bit, or if its status is not successful (IBA 11.4.2.2). The engine pushes
+// flushes and errors with solicited = false: the CQ itself must count them.
+TEST(CompletionQueue, SolicitedArmFiresOnSolicitedAndUnsuccessfulCompletions) {
+  CompletionQueue cq;
+  ASSERT_TRUE(cq.init(0, 16));
+  int notified = 0;
+  cq.set_notify([](void* n, CompletionQueue*) { ++*static_cast<int*>(n); }, &notified);
+  Cqe ok;
+  Cqe flushed;
+  flushed.status = WcStatus::kWrFlushErr;
+  cq.arm(true);
+  ASSERT_TRUE(cq.push(ok, false));
+  EXPECT_EQ(notified, 0);  // successful and unsolicited: the arm stays
+  ASSERT_TRUE(cq.push(flushed, false));
+  EXPECT_EQ(notified, 1);
+  ASSERT_TRUE(cq.push(flushed, false));
+  EXPECT_EQ(notified, 1);  // one event per arm
+  cq.arm(true);
+  ASSERT_TRUE(cq.push(ok, true));
+  EXPECT_EQ(notified, 2);
+  cq.arm(false);
+  ASSERT_TRUE(cq.push(ok, false));
+  EXPECT_EQ(notified, 3);
 }
 
 TEST(Doorbell, EveryRingIsSeenOnce) {
