@@ -1,14 +1,43 @@
-// Verbs conformance, events: what completion channels report around errors. A CQ armed for
-// solicited completions also fires on an unsuccessful one. Only <infiniband/verbs.h>.
+// Verbs conformance, events: what completion channels and async_fd report around errors and
+// destruction. A CQ armed for solicited completions also fires on an unsuccessful one; an event
+// file is readable exactly while it holds an event (a destroyed object's unread events go with
+// it). Only <infiniband/verbs.h>.
+#include <fcntl.h>
+
+#include <future>
+
 #include "verbs_fixture.h"
 
 namespace roce::verbs_test {
 namespace {
 
+void set_nonblocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  ASSERT_EQ(fcntl(fd, F_SETFL, flags | O_NONBLOCK), 0);
+}
+
 int to_error(ibv_qp* qp) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+// An RC QP on `srq`, its completions on `cq`.
+ibv_qp* srq_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.srq = srq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = 8;
+  qa.cap.max_send_sge = 1;
+  return ibv_create_qp(pd, &qa);
+}
+
+ibv_srq* small_srq(ibv_pd* pd) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  return ibv_create_srq(pd, &sa);
 }
 
 // ibv_req_notify_cq(3): with solicited_only, an unsuccessful completion is solicited too. The
@@ -37,6 +66,108 @@ TEST_F(VerbsTest, SolicitedArmFiresOnAFlushedReceive) {
     ibv_ack_cq_events(a.cq, 1);
   }
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+// A destroyed QP takes its unread async event with it, as rdma-core's do: async_fd is not left
+// readable with nothing to read (a blocking ibv_get_async_event would hang).
+TEST_F(VerbsTest, DestroyingAQpDropsItsUnreadAsyncEvent) {
+  ibv_context* ctx = ctx_[0];
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_srq* srq = small_srq(pd);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* qp = srq_qp(pd, cq, srq);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(to_error(qp), 0);  // IBV_EVENT_QP_LAST_WQE_REACHED
+  ASSERT_TRUE(readable(ctx->async_fd, 5000)) << "no last-WQE-reached event";
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_FALSE(readable(ctx->async_fd, 200)) << "async_fd readable with no event queued";
+  set_nonblocking(ctx->async_fd);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+// Two CQs share a completion channel. Destroying one with an unread event leaves the channel
+// unreadable, and a blocking ibv_get_cq_event still returns the other CQ's next event.
+TEST_F(VerbsTest, DestroyingACqDropsItsUnreadCompletionEvent) {
+  ibv_context* ctx = ctx_[0];
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  Buffer buf(4096);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.p, buf.n, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_cq* send_cq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
+  ibv_cq* recv_cq = ibv_create_cq(ctx, 16, nullptr, ch, 0);
+  ASSERT_TRUE(send_cq && recv_cq);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = send_cq;
+  qa.recv_cq = recv_cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &qa);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(to_error(qp), 0);  // what is posted from now on is flushed at once
+  ibv_sge sge{buf.addr(), 64, mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  ibv_send_wr swr{};
+  swr.sg_list = &sge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad_s = nullptr;
+
+  // An event on the receive CQ, read and acknowledged.
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq, 0), 0);
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &bad_r), 0);
+  ASSERT_TRUE(readable(ch->fd, 5000));
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, recv_cq);
+  ibv_ack_cq_events(recv_cq, 1);
+  // One on the send CQ, left unread; then that CQ goes.
+  ASSERT_EQ(ibv_req_notify_cq(send_cq, 0), 0);
+  ASSERT_EQ(ibv_post_send(qp, &swr, &bad_s), 0);
+  ASSERT_TRUE(readable(ch->fd, 5000));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(send_cq), 0);
+  EXPECT_FALSE(readable(ch->fd, 200)) << "channel readable with no event queued";
+
+  // A blocking reader sleeps until the remaining CQ's next event, and gets it.
+  qa.send_cq = recv_cq;
+  qp = ibv_create_qp(pd, &qa);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(to_error(qp), 0);
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq, 0), 0);
+  auto waiter = std::async(std::launch::async, [ch] {
+    ibv_cq* c = nullptr;
+    void* cc = nullptr;
+    return ibv_get_cq_event(ch, &c, &cc) == 0 ? c : nullptr;
+  });
+  EXPECT_EQ(waiter.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &bad_r), 0);
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(waiter.get(), recv_cq);
+  ibv_ack_cq_events(recv_cq, 1);
+  EXPECT_FALSE(readable(ch->fd, 0));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(recv_cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 }  // namespace
