@@ -597,6 +597,9 @@ void Engine::qp_error(Qp& qp) {
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);
   flush_qp(qp);
+  // IBA 11.6.3.1: a QP on an SRQ reports Last WQE Reached when it enters the error state, once,
+  // after flushing what it had (not for every later post, which flush_qp also completes).
+  if (qp.init_.srq) raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
 }
 
 // Completes every outstanding and posted work request with WR_FLUSH_ERR (IBA 10.3.1.7: in the
@@ -635,8 +638,6 @@ void Engine::flush_qp(Qp& qp) {
       qp.rq_.retire(i + 1);
       flush_recv(wr_id);
     }
-  } else {
-    raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
   }
   qp.rcv_.in_msg = Qp::Recv::kNone;
   qp.rcv_.out_head = qp.rcv_.out_tail = 0;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <utility>
 
 #include "stack/core/types.h"
 #include "stack/util/spsc_queue.h"
@@ -152,6 +153,8 @@ class CompletionQueue {
   }
   void push_commit(bool solicited);
   uint32_t pending() const { return ring_.prod_local() - ring_.cons_local(); }
+  // Engine side, after an overflow: true the first time only (one CQ error event per CQ).
+  bool take_overflow_report() { return !std::exchange(overflow_reported_, true); }
 
  private:
   static constexpr uint8_t kDisarmed = 0, kArmedSolicited = 1, kArmedAny = 2;
@@ -162,6 +165,7 @@ class CompletionQueue {
   // Set by the first arm(), or by init() where membarrier is not available: pushes fence.
   std::atomic<bool> fenced_{true};
   std::atomic<bool> overflow_{false};
+  bool overflow_reported_ = false;  // engine side
   Notify notify_ = nullptr;
   void* notify_ctx_ = nullptr;
 };

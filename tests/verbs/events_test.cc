@@ -1,7 +1,7 @@
 // Verbs conformance, events: what completion channels and async_fd report around errors and
 // destruction. A CQ armed for solicited completions also fires on an unsuccessful one; an event
 // file is readable exactly while it holds an event (a destroyed object's unread events go with
-// it). Only <infiniband/verbs.h>.
+// it); the error state's events are raised once. Only <infiniband/verbs.h>.
 #include <fcntl.h>
 
 #include <future>
@@ -10,6 +10,25 @@
 
 namespace roce::verbs_test {
 namespace {
+
+using Events = std::vector<ibv_async_event>;
+
+// Reads (and acknowledges) the async events that arrive within `ms`.
+Events async_events_within(ibv_context* ctx, int ms) {
+  Events out;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !VerbsTest::readable(ctx->async_fd, static_cast<int>(left.count()))) {
+      return out;
+    }
+    ibv_async_event ev{};
+    if (ibv_get_async_event(ctx, &ev) != 0) return out;
+    out.push_back(ev);
+    ibv_ack_async_event(&ev);
+  }
+}
 
 void set_nonblocking(int fd) {
   const int flags = fcntl(fd, F_GETFL);
@@ -168,6 +187,72 @@ TEST_F(VerbsTest, DestroyingACqDropsItsUnreadCompletionEvent) {
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+// IBA 11.6.3.1: IBV_EVENT_QP_LAST_WQE_REACHED once per entry into the error state; work posted
+// to the QP in ERR is flushed and raises nothing more.
+TEST_F(VerbsTest, LastWqeReachedIsRaisedOnce) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  ibv_srq* srq = small_srq(b.pd);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* qp = srq_qp(b.pd, b.cq, srq);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(connect_rc(qp, a.qp, ctx_[0], 1), 0);
+  ASSERT_EQ(to_error(qp), 0);
+  ASSERT_TRUE(readable(ctx_[1]->async_fd, 5000)) << "no last-WQE-reached event";
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(ctx_[1], &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED) << ibv_event_type_str(ev.event_type);
+  EXPECT_EQ(ev.element.qp, qp);
+  ibv_ack_async_event(&ev);
+  for (uint64_t i = 0; i < 3; ++i) {  // one at a time: each rings the doorbell of a QP in ERR
+    ASSERT_EQ(post_send(qp, IBV_WR_SEND, i, b, 0, 64), 0);
+    auto wc = wait_wc(b.cq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+  }
+  const Events more = async_events_within(ctx_[1], 200);
+  EXPECT_TRUE(more.empty()) << more.size() << " more events, the first "
+                            << ibv_event_type_str(more.empty() ? IBV_EVENT_DEVICE_FATAL
+                                                               : more[0].event_type);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// IBA 11.4.2.1: a CQ overrun is one CQ error. Four signalled SENDs into a one-entry CQ: the
+// second overruns it (and puts the QP in ERR, which flushes the rest into the full CQ too).
+TEST_F(VerbsTest, CqOverrunRaisesOneCqError) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  ibv_cq* tiny = ibv_create_cq(ctx_[0], 1, nullptr, nullptr, 0);
+  ASSERT_NE(tiny, nullptr);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = tiny;
+  qa.recv_cq = a.cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(a.pd, &qa);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(connect_rc(qp, b.qp, ctx_[1], 1), 0);
+  ASSERT_EQ(connect_rc(b.qp, qp, ctx_[0], 1), 0);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(post_recv(b.qp, i, b, i * 64, 64), 0);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(post_send(qp, IBV_WR_SEND, i, a, 0, 64), 0);
+  ASSERT_EQ(wait_wc(b.cq, 4).size(), 4u);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (state_of(qp) != IBV_QPS_ERR && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(state_of(qp), IBV_QPS_ERR);
+  const Events ev = async_events_within(ctx_[0], 300);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].event_type, IBV_EVENT_CQ_ERR) << ibv_event_type_str(ev[0].event_type);
+  EXPECT_EQ(ev[0].element.cq, tiny);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(tiny), 0);
 }
 
 }  // namespace
