@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
+#include "stack/util/address_space.h"
 #include "stack/wire/psn.h"
 
 namespace roce {
@@ -49,6 +50,10 @@ int Engine::reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint
   if (access & (kAccessMwBind | kAccessOnDemand)) return EOPNOTSUPP;
   if (!addr && length) return EINVAL;
   if (length && iova + length < iova) return EINVAL;
+  // The engine reads the region, and writes it when anyone may (remote write and atomics need
+  // local write): memory the process may not access so is refused now, with EFAULT as the
+  // kernel refuses to pin it under rdma-core (ib_umem_get), not faulted on by the engine later.
+  if (!range_accessible(addr, length, (access & kAccessLocalWrite) != 0)) return EFAULT;
   if (access & kAccessZeroBased) iova = 0;
   const uint32_t k = mrs_.add(static_cast<uint8_t*>(addr), iova, length, access, pd);
   if (!k) return ENOMEM;

@@ -1,6 +1,8 @@
 // Unit tests of the engine's building blocks: timer wheel, SPSC queue, CQ arming, doorbells, MR
-// table.
+// table, the address-space check behind memory registration.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +13,7 @@
 #include "stack/core/counters_format.h"
 #include "stack/core/mr.h"
 #include "stack/core/queues.h"
+#include "stack/util/address_space.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/rng.h"
 #include "stack/util/spsc_queue.h"
@@ -229,6 +232,34 @@ TEST(MrTable, KeysAreNotReusedAndCarryRandomBits) {
 }
 
 // The engine thread's counters as a tool prints them: one line each, zero ones left out.
+// Pages: read-write, read-only, no access, unmapped.
+TEST(AddressSpace, RangeAccessibleFollowsTheMappingsAndTheirRights) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<uint8_t*>(
+      mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_EQ(mprotect(p + page, page, PROT_READ), 0);
+  ASSERT_EQ(mprotect(p + 2 * page, page, PROT_NONE), 0);
+  ASSERT_EQ(munmap(p + 3 * page, page), 0);
+  EXPECT_TRUE(range_accessible(p, page, true));
+  EXPECT_TRUE(range_accessible(p + 10, page - 20, true));
+  EXPECT_TRUE(range_accessible(p, 2 * page, false));  // across two mappings
+  EXPECT_FALSE(range_accessible(p, 2 * page, true));
+  EXPECT_FALSE(range_accessible(p + page - 1, 2, true));
+  EXPECT_TRUE(range_accessible(p + page, page, false));
+  EXPECT_FALSE(range_accessible(p + page, page + 1, false));  // one byte of PROT_NONE
+  EXPECT_FALSE(range_accessible(p + 2 * page, 1, false));
+  EXPECT_FALSE(range_accessible(p + 3 * page, page, false));  // unmapped
+  EXPECT_TRUE(range_accessible(p + 3 * page, 0, true));       // nothing to access
+  EXPECT_FALSE(range_accessible(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100, false));
+  static uint8_t data[100];
+  EXPECT_TRUE(range_accessible(data, sizeof data, true));
+  static const char kText[] = "in a read-only section";
+  EXPECT_FALSE(range_accessible(kText, sizeof kText, true));
+  EXPECT_TRUE(range_accessible(kText, sizeof kText, false));
+  ASSERT_EQ(munmap(p, 3 * page), 0);
+}
+
 TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   RunnerStats st;
   st.polls = 1000;
