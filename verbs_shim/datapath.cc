@@ -4,7 +4,6 @@
 // the one spinlock per queue end that serialises concurrent callers.
 #include <sched.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstring>
 
@@ -270,24 +269,22 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     errno = EINVAL;
     return -1;
   }
-  ShimChannel* ch = to_channel(channel);
-  for (;;) {
-    uint64_t token;
-    // One token per queued CQ. Blocks unless the application set O_NONBLOCK (then EAGAIN).
-    if (read(channel->fd, &token, sizeof token) != sizeof token) return -1;
-    std::lock_guard<std::mutex> lock(ch->mu);
-    if (ch->pending.empty()) continue;  // its CQ was destroyed before the event was read
-    ShimCq* c = ch->pending.front();
-    ch->pending.pop_front();
-    *cq = reinterpret_cast<ibv_cq*>(&c->cq);
-    *cq_context = c->cq.cq_context;
-    // Counted while the channel is locked: ibv_destroy_cq purges the channel first, so it
-    // either removed this event or waits for its acknowledgement.
-    pthread_mutex_lock(&c->cq.mutex);
-    ++c->comp_events_delivered;
-    pthread_mutex_unlock(&c->cq.mutex);
-    return 0;
+  ShimCq* c = nullptr;
+  // Blocks unless the application set O_NONBLOCK (then EAGAIN). The delivery is counted while
+  // the channel is locked: ibv_destroy_cq purges the channel first, so it either removed this
+  // event or waits for its acknowledgement.
+  const int rc = to_channel(channel)->events.take(&c, [](ShimCq* taken) {
+    pthread_mutex_lock(&taken->cq.mutex);
+    ++taken->comp_events_delivered;
+    pthread_mutex_unlock(&taken->cq.mutex);
+  });
+  if (rc) {
+    errno = rc;
+    return -1;
   }
+  *cq = reinterpret_cast<ibv_cq*>(&c->cq);
+  *cq_context = c->cq.cq_context;
+  return 0;
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/auxv.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -239,13 +238,12 @@ ibv_context* ibv_open_device(ibv_device* device) {
     c.ops.post_srq_recv = &op_post_srq_recv;
     // Blocking by default, as the kernel's uverbs event file is; applications that want
     // non-blocking reads set O_NONBLOCK themselves (ibv_get_async_event(3)).
-    c.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-    if (c.async_fd < 0) {
-      const int e = errno;
+    if (int e = ctx->async_events.open()) {
       release_device(d);
       errno = e;
       return nullptr;
     }
+    c.async_fd = ctx->async_events.fd();
     pthread_mutex_init(&c.mutex, nullptr);
     {
       std::lock_guard<std::mutex> lock(d->reg_mu);
@@ -273,7 +271,7 @@ int ibv_close_device(ibv_context* context) {
     for (ShimCq* o : objs.cqs) destroy_cq_now(o, false);
     for (ShimPd* o : objs.pds) dealloc_pd_now(o);
     for (ShimChannel* o : objs.channels) destroy_channel_now(o);
-    close(context->async_fd);
+    ctx->async_events.close();
     pthread_mutex_destroy(&context->mutex);
     ShimDevice* d = ctx->dev;
     {

@@ -1,11 +1,9 @@
 // Asynchronous events: the per-device pump that moves Engine::next_async_event() to the
-// contexts' async_fds (an eventfd in semaphore mode counting a queue, so poll/epoll see it), the
-// registry that routes an event to its QP / CQ / SRQ, and ibv_get/ack_async_event with the
-// acknowledgement counting that destroy verbs wait on (as rdma-core's do).
+// contexts' async_fds (event files, event_file.h), the registry that routes an event to its
+// QP / CQ / SRQ, and ibv_get/ack_async_event with the acknowledgement counting that destroy
+// verbs wait on (as rdma-core's do).
 #include <pthread.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "dpdk/device.h"
@@ -108,16 +106,7 @@ void EventPump::deliver(const AsyncEvent& e) {
   set_async_event(ctx, ev);
 }
 
-void set_async_event(ShimContext* ctx, const ibv_async_event& ev) {
-  {
-    std::lock_guard<std::mutex> lock(ctx->async_mu);
-    ctx->async_q.push_back(ev);
-  }
-  const uint64_t one = 1;
-  if (write(ctx->vctx.context.async_fd, &one, sizeof one) < 0) {
-    // eventfd counters do not overflow in practice; nothing else can fail here.
-  }
-}
+void set_async_event(ShimContext* ctx, const ibv_async_event& ev) { ctx->async_events.push(ev); }
 
 // --- registration for async events ---------------------------------------------------------------
 
@@ -135,13 +124,6 @@ void register_srq(ShimSrq* srq) {
 }
 
 namespace {
-// Drops queued events whose element is `what`; true for each dropped.
-template <typename Match>
-void purge_events(ShimContext* ctx, Match match) {
-  std::lock_guard<std::mutex> lock(ctx->async_mu);
-  ctx->async_q.erase(std::remove_if(ctx->async_q.begin(), ctx->async_q.end(), match),
-                     ctx->async_q.end());
-}
 bool is_qp_event(ibv_event_type t) {
   switch (t) {
     case IBV_EVENT_QP_FATAL:
@@ -157,7 +139,7 @@ bool is_qp_event(ibv_event_type t) {
       return false;
   }
 }
-// Under the context's async_mu.
+// Under the lock of the context's async event file.
 void count_delivery(const ibv_async_event& e) {
   pthread_mutex_t* mu = nullptr;
   uint32_t* counter = nullptr;
@@ -186,7 +168,7 @@ void unregister_qp(ShimQp* qp, bool wait_acks) {
     if (it != dev->qps.end() && it->second == qp) dev->qps.erase(it);
   }
   ibv_qp* base = &qp->qpx.qp_base;
-  purge_events(qp->ctx, [base](const ibv_async_event& e) {
+  qp->ctx->async_events.remove_if([base](const ibv_async_event& e) {
     return is_qp_event(e.event_type) && e.element.qp == base;
   });
   if (!wait_acks) return;
@@ -206,15 +188,12 @@ void forget_cq(ShimCq* cq) {
 
 void drain_cq_events(ShimCq* cq, bool wait_acks) {
   ibv_cq* base = reinterpret_cast<ibv_cq*>(&cq->cq);
-  purge_events(cq->ctx, [base](const ibv_async_event& e) {
+  cq->ctx->async_events.remove_if([base](const ibv_async_event& e) {
     return e.event_type == IBV_EVENT_CQ_ERR && e.element.cq == base;
   });
-  // Completion events not yet read: the CQ is going away, drop them (the channel's eventfd may
-  // then count one more than it holds; ibv_get_cq_event skips such empty wake-ups).
-  if (ShimChannel* ch = cq->channel) {
-    std::lock_guard<std::mutex> lock(ch->mu);
-    ch->pending.erase(std::remove(ch->pending.begin(), ch->pending.end(), cq), ch->pending.end());
-  }
+  // Completion events not yet read: the CQ is going away, they go with it (and the channel's
+  // fd is not readable if none is left).
+  if (ShimChannel* ch = cq->channel) ch->events.remove_if([cq](ShimCq* c) { return c == cq; });
   if (!wait_acks) return;
   pthread_mutex_lock(&base->mutex);
   while (base->comp_events_completed != cq->comp_events_delivered ||
@@ -232,7 +211,7 @@ void unregister_srq(ShimSrq* srq, bool wait_acks) {
     if (it != dev->srqs.end() && it->second == srq) dev->srqs.erase(it);
   }
   ibv_srq* base = &srq->srq;
-  purge_events(srq->ctx, [base](const ibv_async_event& e) {
+  srq->ctx->async_events.remove_if([base](const ibv_async_event& e) {
     return (e.event_type == IBV_EVENT_SRQ_LIMIT_REACHED || e.event_type == IBV_EVENT_SRQ_ERR) &&
            e.element.srq == base;
   });
@@ -251,20 +230,10 @@ using namespace roce::verbs;
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   return guard_minus1([&] {
-    ShimContext* ctx = to_ctx(context);
-    for (;;) {
-      uint64_t token;
-      // Blocks unless the application made async_fd non-blocking (then EAGAIN).
-      if (read(context->async_fd, &token, sizeof token) != sizeof token) return errno;
-      std::lock_guard<std::mutex> lock(ctx->async_mu);
-      if (ctx->async_q.empty()) continue;  // its element was destroyed meanwhile
-      *event = ctx->async_q.front();
-      ctx->async_q.pop_front();
-      // Count the delivery on the element while the queue is still locked: a destroy that
-      // purges the queue afterwards then waits for this event's acknowledgement.
-      count_delivery(*event);
-      return 0;
-    }
+    // Blocks unless the application made async_fd non-blocking (then EAGAIN). The delivery is
+    // counted on the element while the queue is still locked: a destroy that purges the queue
+    // afterwards then waits for this event's acknowledgement.
+    return to_ctx(context)->async_events.take(event, count_delivery);
   });
 }
 

@@ -3,8 +3,6 @@
 // engine thread, and keeps the use counts that make destroying an object still in use fail
 // with EBUSY (the engine checks too; the shim's counts are what the application's view is).
 #include <endian.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cstring>
 
@@ -106,18 +104,7 @@ bool grh_addresses(const ibv_grh* grh, Gid* src, Gid* dst, uint8_t* tclass, uint
 }
 }  // namespace
 
-// One token on the channel's eventfd per queued event.
-void signal_cq_event(ShimCq* cq) {
-  ShimChannel* ch = cq->channel;
-  {
-    std::lock_guard<std::mutex> lock(ch->mu);
-    ch->pending.push_back(cq);
-  }
-  const uint64_t one = 1;
-  if (write(ch->ch.fd, &one, sizeof one) < 0) {
-    // An eventfd counter does not overflow in practice.
-  }
-}
+void signal_cq_event(ShimCq* cq) { cq->channel->events.push(cq); }
 
 // --- destruction (usage already checked) ------------------------------------------------------
 
@@ -186,7 +173,7 @@ int destroy_ah_now(ShimAh* ah) {
 
 void destroy_channel_now(ShimChannel* ch) {
   untrack(ch->ctx, &ContextObjects::channels, ch);
-  close(ch->ch.fd);
+  ch->events.close();
   delete ch;
 }
 
@@ -371,10 +358,13 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
     std::memset(&ch->ch, 0, sizeof ch->ch);
     ch->ctx = to_ctx(context);
     ch->ch.context = context;
-    // A real, pollable fd; blocking by default like the kernel's completion event file (the
-    // application sets O_NONBLOCK if it wants, ibv_get_cq_event(3)).
-    ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-    if (ch->ch.fd < 0) return nullptr;
+    // A real, pollable fd, blocking by default like the kernel's completion event file
+    // (event_file.h).
+    if (int e = ch->events.open()) {
+      errno = e;
+      return nullptr;
+    }
+    ch->ch.fd = ch->events.fd();
     track(ch->ctx, &ContextObjects::channels, ch.get());
     return &ch.release()->ch;
   });

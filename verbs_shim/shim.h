@@ -46,7 +46,6 @@ int ibv_dofork_range(void* base, size_t size);
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +57,7 @@ int ibv_dofork_range(void* base, size_t size);
 #include "stack/core/engine.h"
 #include "stack/core/runner.h"
 #include "stack/device_config.h"
+#include "verbs_shim/event_file.h"
 
 namespace roce::dpdk {
 class Device;
@@ -116,7 +116,7 @@ struct ShimDevice {
   bool mac_known = false;
 
   // Engine object numbers -> shim objects, to route asynchronous events. reg_mu is taken
-  // before a context's async_mu.
+  // before the lock of a context's async event file.
   std::mutex reg_mu;
   std::unordered_map<uint32_t, ShimQp*> qps;
   std::unordered_map<uint32_t, ShimCq*> cqs;
@@ -143,9 +143,8 @@ struct ShimContext {
   EngineRunner* runner = nullptr;
   bool inline_mode = false;
 
-  // Asynchronous events: a queue and an eventfd (semaphore mode) counting its entries.
-  std::mutex async_mu;
-  std::deque<ibv_async_event> async_q;
+  // Asynchronous events, behind async_fd.
+  EventFile<ibv_async_event> async_events;
 
   std::mutex obj_mu;
   ContextObjects objs;
@@ -170,13 +169,13 @@ struct ShimAh {
   uint32_t id = 0;
 };
 
-// A completion channel: CQs armed on it queue themselves here when they fire; the eventfd
-// (channel.fd, semaphore mode) counts the queue, so poll()/epoll see it readable.
+// A completion channel: CQs armed on it queue themselves in its event file (behind
+// channel.fd) when they fire.
 struct ShimChannel {
   ibv_comp_channel ch;
   ShimContext* ctx = nullptr;
-  std::mutex mu;
-  std::deque<ShimCq*> pending;
+  std::mutex mu;  // ch.refcnt
+  EventFile<ShimCq*> events;
 };
 
 struct ShimCq {
@@ -323,7 +322,7 @@ void destroy_channel_now(ShimChannel* ch);
 // datapath.cc: posts n send WRs (see the engine-bug note there); 0 or an errno, *bad = index
 // of the first WR not posted.
 int post_send_wrs(Qp* q, const SendWr* wrs, uint32_t n, uint32_t* bad);
-// objects.cc: queues the CQ on its completion channel and counts it on the channel's eventfd.
+// objects.cc: queues the CQ on its completion channel.
 void signal_cq_event(ShimCq* cq);
 // datapath.cc: the ops installed into every context
 int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);

@@ -421,9 +421,10 @@ void Engine::push_cqe(CompletionQueue* cq, const Cqe& c, bool solicited, Qp* qp)
 }
 
 void Engine::cq_overflow(CompletionQueue* cq, Qp* qp) {
-  // IBA 11.4.2.1: CQ overrun is a CQ error; the QPs using it go to the error state.
+  // IBA 11.4.2.1: CQ overrun is a CQ error, reported once (the CQ stays overflowed); the QPs
+  // using it go to the error state.
   ++ctr_.cq_overflow;
-  raise_event(AsyncEventType::kCqErr, cq->cqn());
+  if (cq->take_overflow_report()) raise_event(AsyncEventType::kCqErr, cq->cqn());
   if (qp && qp->attr_.qp_state != QpState::kErr) qp_error(*qp);
 }
 

@@ -299,8 +299,11 @@ class Engine {
                   bool* ready);
   void reset_qp_state(Qp& qp);
   void set_state(Qp& qp, QpState s);
-  // Moves the QP to ERR and flushes both queues (IBA 10.3.1: error state).
+  // Moves the QP to ERR and flushes both queues (IBA 10.3.1: error state); a QP on an SRQ
+  // then raises Last WQE Reached.
   void qp_error(Qp& qp);
+  // Completes what the QP holds with WR_FLUSH_ERR: at the move to ERR, and on each doorbell in
+  // ERR.
   void flush_qp(Qp& qp);
 
   // congestion.cc

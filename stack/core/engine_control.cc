@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "stack/core/engine.h"
+#include "stack/util/address_space.h"
 #include "stack/wire/psn.h"
 
 namespace roce {
@@ -50,6 +51,10 @@ int Engine::reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint
   if (access & (kAccessMwBind | kAccessOnDemand)) return EOPNOTSUPP;
   if (!addr && length) return EINVAL;
   if (length && iova + length < iova) return EINVAL;
+  // The engine reads the region, and writes it when anyone may (remote write and atomics need
+  // local write): memory the process may not access so is refused now, with EFAULT as the
+  // kernel refuses to pin it under rdma-core (ib_umem_get), not faulted on by the engine later.
+  if (!range_accessible(addr, length, (access & kAccessLocalWrite) != 0)) return EFAULT;
   if (access & kAccessZeroBased) iova = 0;
   const uint32_t k = mrs_.add(static_cast<uint8_t*>(addr), iova, length, access, pd);
   if (!k) return ENOMEM;
@@ -625,6 +630,9 @@ void Engine::qp_error(Qp& qp) {
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);
   flush_qp(qp);
+  // IBA 11.6.3.1: a QP on an SRQ reports Last WQE Reached when it enters the error state, once,
+  // after flushing what it had (not for every later post, which flush_qp also completes).
+  if (qp.init_.srq) raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
 }
 
 // Completes every outstanding and posted work request with WR_FLUSH_ERR (IBA 10.3.1.7: in the
@@ -664,8 +672,6 @@ void Engine::flush_qp(Qp& qp) {
       qp.rq_.retire(i + 1);
       flush_recv(wr_id);
     }
-  } else {
-    raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
   }
   qp.rcv_.in_msg = Qp::Recv::kNone;
   qp.rcv_.out_head = qp.rcv_.out_tail = 0;

@@ -45,7 +45,8 @@ int CompletionQueue::poll(Cqe* out, int n) {
 }
 
 void CompletionQueue::push_commit(bool solicited) {
-  ring_.publish(ring_.prod_local() + 1);
+  const uint32_t prod = ring_.prod_local();
+  ring_.publish(prod + 1);
   // Store-load ordering against arm(): either the consumer's poll after arming sees this
   // completion, or this load sees the armed flag. Release/acquire alone lets both miss. Until
   // the CQ is first armed, that arm()'s membarrier stands in for the fence.
@@ -54,8 +55,15 @@ void CompletionQueue::push_commit(bool solicited) {
   } else {
     asym_barrier::light();
   }
+  // A solicited arm is also satisfied by an unsuccessful completion (IBA 11.4.2.2;
+  // ibv_req_notify_cq(3): "A CQE is solicited if it is a receive completion for a message with
+  // the Solicited Event header bit set, or if the status is not successful"), so a program that
+  // waits for solicited completions learns of errors and flushes. Producers pass `solicited`
+  // for the header bit only; the status is read here, and only under a solicited arm. The slot
+  // may still be read: the consumer never writes it, and only this thread refills it.
   const uint8_t armed = armed_.load(std::memory_order_acquire);
-  if (armed == kArmedAny || (armed == kArmedSolicited && solicited)) {
+  if (armed == kArmedAny || (armed == kArmedSolicited &&
+                             (solicited || ring_.at<Cqe>(prod)->status != WcStatus::kSuccess))) {
     if (armed_.exchange(kDisarmed, std::memory_order_acq_rel) != kDisarmed && notify_) {
       notify_(notify_ctx_, this);
     }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <utility>
 
 #include "stack/core/types.h"
 #include "stack/util/spsc_queue.h"
@@ -114,7 +115,8 @@ class CompletionQueue {
     if (take) ring_.retire(cons + take);
     return static_cast<int>(take);
   }
-  // Requests a notification for the next completion (any, or solicited only).
+  // Requests a notification for the next completion (any, or solicited only: one with the
+  // Solicited Event bit, or an unsuccessful one).
   // Arm, then poll: a completion pushed concurrently is either seen by that poll or notified.
   // Both sides store, then load the other's store (push: publish, then read armed_; arm: set
   // armed_, then poll), which needs a store-load barrier on each. A CQ that was never armed,
@@ -151,6 +153,8 @@ class CompletionQueue {
   }
   void push_commit(bool solicited);
   uint32_t pending() const { return ring_.prod_local() - ring_.cons_local(); }
+  // Engine side, after an overflow: true the first time only (one CQ error event per CQ).
+  bool take_overflow_report() { return !std::exchange(overflow_reported_, true); }
 
  private:
   static constexpr uint8_t kDisarmed = 0, kArmedSolicited = 1, kArmedAny = 2;
@@ -161,6 +165,7 @@ class CompletionQueue {
   // Set by the first arm(), or by init() where membarrier is not available: pushes fence.
   std::atomic<bool> fenced_{true};
   std::atomic<bool> overflow_{false};
+  bool overflow_reported_ = false;  // engine side
   Notify notify_ = nullptr;
   void* notify_ctx_ = nullptr;
 };

@@ -211,6 +211,23 @@ TEST_F(EngineRegression, OnlyTheOptionalAccessRangeIsIgnored) {
   EXPECT_EQ(e.reg_mr(pd, buf, sizeof buf, 0, kAccessLocalWrite | (1u << 31), &key), EINVAL);
 }
 
+// The engine copies into and out of registered memory on its own thread: a region the process
+// may not access (unmapped, or read-only with write access) was accepted, and the first access
+// killed the process with SIGSEGV. Registration refuses it with EFAULT, as rdma-core's does.
+// (Found by review, not by a program.)
+TEST_F(EngineRegression, RegistrationRefusesMemoryTheProcessCannotAccess) {
+  Engine& e = a_.engine();
+  const uint32_t pd = e.alloc_pd();
+  static const uint8_t kReadOnly[64] = {1};
+  uint8_t* ro = const_cast<uint8_t*>(kReadOnly);
+  uint32_t key = 0;
+  EXPECT_EQ(e.reg_mr(pd, ro, sizeof kReadOnly, 0, kAccessLocalWrite, &key), EFAULT);
+  EXPECT_EQ(e.reg_mr(pd, ro, sizeof kReadOnly, 0, kAccessRemoteRead, &key), 0);
+  EXPECT_EQ(e.dereg_mr(key), 0);
+  EXPECT_EQ(e.reg_mr(pd, reinterpret_cast<void*>(uintptr_t{4096}), 64, 0, 0, &key), EFAULT);
+  EXPECT_EQ(e.dealloc_pd(pd), 0);
+}
+
 // Inline mode: the verbs shim's event pump kept polling the engine every millisecond even while
 // the application drove it, preempting the application's thread on a shared CPU (write_bw over
 // the shim lost 11 % to the native API). poll_if_unattended polls only when no poll() came

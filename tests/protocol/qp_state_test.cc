@@ -21,11 +21,12 @@ class QpStateTest : public ::testing::Test {
     cq_ = engine_->create_cq(64, &err);
     qp_ = make_qp(QpType::kRc);
   }
-  Qp* make_qp(QpType t) {
+  Qp* make_qp(QpType t, CompletionQueue* cq = nullptr, SharedReceiveQueue* srq = nullptr) {
     QpInitAttr init;
     init.type = t;
     init.pd = pd_;
-    init.send_cq = init.recv_cq = cq_;
+    init.send_cq = init.recv_cq = cq ? cq : cq_;
+    init.srq = srq;
     init.cap.max_send_wr = init.cap.max_recv_wr = 8;
     int err = 0;
     return engine_->create_qp(init, &err);
@@ -64,6 +65,20 @@ class QpStateTest : public ::testing::Test {
   }
   static constexpr uint32_t kRtsMask =
       kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+
+  // Takes the engine's asynchronous events; returns how many were `type` for `id`.
+  int take_events(AsyncEventType type, uint32_t id) {
+    int n = 0;
+    while (std::optional<AsyncEvent> e = engine_->next_async_event()) {
+      n += e->type == type && e->id == id;
+    }
+    return n;
+  }
+  int modify_state(Qp* qp, QpState s) {
+    QpAttr a;
+    a.qp_state = s;
+    return engine_->modify_qp(qp, a, kQpState);
+  }
 
   QpAttr query() {
     QpAttr a;
@@ -207,6 +222,57 @@ TEST_F(QpStateTest, PostingDependsOnState) {
   ASSERT_EQ(cq_->poll(c, 4), 1);
   EXPECT_EQ(c[0].wr_id, 2u);
   EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+}
+
+// IBA 11.6.3.1: a QP on an SRQ raises Last WQE Reached when it enters the error state, after
+// what it had outstanding was flushed; once per entry. Posting to it in ERR (each post is
+// flushed) raises nothing more.
+TEST_F(QpStateTest, LastWqeReachedOncePerEntryIntoTheErrorState) {
+  int err = 0;
+  SharedReceiveQueue* srq = engine_->create_srq(pd_, 8, 1, &err);
+  ASSERT_NE(srq, nullptr);
+  Qp* qp = make_qp(QpType::kRc, nullptr, srq);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(modify_state(qp, QpState::kErr), 0);
+  EXPECT_EQ(take_events(AsyncEventType::kQpLastWqeReached, qp->qpn()), 1);
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(qp->post_send({.wr_id = i, .opcode = WrOpcode::kSend}), 0);
+    engine_->poll();
+  }
+  Cqe c[8];
+  ASSERT_EQ(cq_->poll(c, 8), 3);
+  EXPECT_EQ(c[2].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(take_events(AsyncEventType::kQpLastWqeReached, qp->qpn()), 0);
+  ASSERT_EQ(modify_state(qp, QpState::kErr), 0);  // ERR to ERR: no transition
+  EXPECT_EQ(take_events(AsyncEventType::kQpLastWqeReached, qp->qpn()), 0);
+  ASSERT_EQ(modify_state(qp, QpState::kReset), 0);
+  ASSERT_EQ(modify_state(qp, QpState::kErr), 0);
+  EXPECT_EQ(take_events(AsyncEventType::kQpLastWqeReached, qp->qpn()), 1);
+}
+
+// IBA 11.4.2.1: a CQ overrun is a CQ error, reported once: the completions that do not fit
+// after it raise no further IBV_EVENT_CQ_ERR.
+TEST_F(QpStateTest, CqOverrunRaisesOneCqError) {
+  int err = 0;
+  CompletionQueue* tiny = engine_->create_cq(1, &err);
+  ASSERT_NE(tiny, nullptr);
+  Qp* qp = make_qp(QpType::kRc, tiny);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(modify_state(qp, QpState::kErr), 0);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(qp->post_send({.wr_id = i, .opcode = WrOpcode::kSend}), 0);
+  }
+  engine_->poll();  // four flushes into one entry
+  Cqe c[8];
+  EXPECT_EQ(tiny->poll(c, 8), 1);
+  EXPECT_TRUE(tiny->overflowed());
+  EXPECT_EQ(take_events(AsyncEventType::kCqErr, tiny->cqn()), 1);
+  for (uint64_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(qp->post_send({.wr_id = i, .opcode = WrOpcode::kSend}), 0);
+  }
+  engine_->poll();
+  EXPECT_EQ(tiny->poll(c, 8), 1);
+  EXPECT_EQ(take_events(AsyncEventType::kCqErr, tiny->cqn()), 0);
 }
 
 TEST_F(QpStateTest, PostSendChecksTheRequest) {

@@ -1,5 +1,8 @@
-// Unit tests of the engine's building blocks: timer wheel, SPSC queue, doorbells, MR table.
+// Unit tests of the engine's building blocks: timer wheel, SPSC queue, CQ arming, doorbells, MR
+// table, the address-space check behind memory registration.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +12,8 @@
 
 #include "stack/core/counters_format.h"
 #include "stack/core/mr.h"
+#include "stack/core/queues.h"
+#include "stack/util/address_space.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/rng.h"
 #include "stack/util/spsc_queue.h"
@@ -134,6 +139,32 @@ TEST(SpscQueue, OrderAndCapacityAcrossThreads) {
   producer.join();
 }
 
+// ibv_req_notify_cq(3): with solicited_only, a CQE is solicited if it completes a message with
+// the Solicited Event bit, or if its status is not successful (IBA 11.4.2.2). The engine pushes
+// flushes and errors with solicited = false: the CQ itself must count them.
+TEST(CompletionQueue, SolicitedArmFiresOnSolicitedAndUnsuccessfulCompletions) {
+  CompletionQueue cq;
+  ASSERT_TRUE(cq.init(0, 16));
+  int notified = 0;
+  cq.set_notify([](void* n, CompletionQueue*) { ++*static_cast<int*>(n); }, &notified);
+  Cqe ok;
+  Cqe flushed;
+  flushed.status = WcStatus::kWrFlushErr;
+  cq.arm(true);
+  ASSERT_TRUE(cq.push(ok, false));
+  EXPECT_EQ(notified, 0);  // successful and unsolicited: the arm stays
+  ASSERT_TRUE(cq.push(flushed, false));
+  EXPECT_EQ(notified, 1);
+  ASSERT_TRUE(cq.push(flushed, false));
+  EXPECT_EQ(notified, 1);  // one event per arm
+  cq.arm(true);
+  ASSERT_TRUE(cq.push(ok, true));
+  EXPECT_EQ(notified, 2);
+  cq.arm(false);
+  ASSERT_TRUE(cq.push(ok, false));
+  EXPECT_EQ(notified, 3);
+}
+
 TEST(Doorbell, EveryRingIsSeenOnce) {
   DoorbellSet d(10000);
   std::set<uint32_t> want = {0, 1, 63, 64, 4095, 4096, 9999};
@@ -201,6 +232,34 @@ TEST(MrTable, KeysAreNotReusedAndCarryRandomBits) {
 }
 
 // The engine thread's counters as a tool prints them: one line each, zero ones left out.
+// Pages: read-write, read-only, no access, unmapped.
+TEST(AddressSpace, RangeAccessibleFollowsTheMappingsAndTheirRights) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<uint8_t*>(
+      mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_EQ(mprotect(p + page, page, PROT_READ), 0);
+  ASSERT_EQ(mprotect(p + 2 * page, page, PROT_NONE), 0);
+  ASSERT_EQ(munmap(p + 3 * page, page), 0);
+  EXPECT_TRUE(range_accessible(p, page, true));
+  EXPECT_TRUE(range_accessible(p + 10, page - 20, true));
+  EXPECT_TRUE(range_accessible(p, 2 * page, false));  // across two mappings
+  EXPECT_FALSE(range_accessible(p, 2 * page, true));
+  EXPECT_FALSE(range_accessible(p + page - 1, 2, true));
+  EXPECT_TRUE(range_accessible(p + page, page, false));
+  EXPECT_FALSE(range_accessible(p + page, page + 1, false));  // one byte of PROT_NONE
+  EXPECT_FALSE(range_accessible(p + 2 * page, 1, false));
+  EXPECT_FALSE(range_accessible(p + 3 * page, page, false));  // unmapped
+  EXPECT_TRUE(range_accessible(p + 3 * page, 0, true));       // nothing to access
+  EXPECT_FALSE(range_accessible(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100, false));
+  static uint8_t data[100];
+  EXPECT_TRUE(range_accessible(data, sizeof data, true));
+  static const char kText[] = "in a read-only section";
+  EXPECT_FALSE(range_accessible(kText, sizeof kText, true));
+  EXPECT_TRUE(range_accessible(kText, sizeof kText, false));
+  ASSERT_EQ(munmap(p, 3 * page), 0);
+}
+
 TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   RunnerStats st;
   st.polls = 1000;

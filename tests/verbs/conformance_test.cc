@@ -5,6 +5,7 @@
 // offer failing cleanly. Only <infiniband/verbs.h> is used, against the stack's libibverbs.so.1.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 
 #include "verbs_fixture.h"
 
@@ -343,6 +344,61 @@ TEST_F(VerbsTest, MemoryRegistrationAccessFlags) {
             0);
   EXPECT_EQ(ibv_dereg_mr(iova), 0);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+// rdma-core pins a region's pages as it registers it (ib_uverbs / ib_umem_get), writable when
+// the access flags let anyone write it: memory the process may not access that way fails with
+// EFAULT. The engine would otherwise fault on it later, and kill the process.
+TEST_F(VerbsTest, MemoryRegistrationNeedsAccessibleMemory) {
+  ibv_pd* pd = ibv_alloc_pd(ctx_[0]);
+  ASSERT_NE(pd, nullptr);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Pages: read-write, read-only, no access, unmapped.
+  auto* p = static_cast<uint8_t*>(
+      mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  uint8_t* rw = p;
+  uint8_t* ro = p + page;
+  uint8_t* none = p + 2 * page;
+  uint8_t* gone = p + 3 * page;
+  ASSERT_EQ(mprotect(ro, page, PROT_READ), 0);
+  ASSERT_EQ(mprotect(none, page, PROT_NONE), 0);
+  ASSERT_EQ(munmap(gone, page), 0);
+  auto refused = [&](void* addr, size_t len, int access) {
+    errno = 0;
+    ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+    if (mr) ibv_dereg_mr(mr);
+    return mr == nullptr && errno == EFAULT;
+  };
+  auto accepted = [&](void* addr, size_t len, int access) {
+    ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+    return mr && ibv_dereg_mr(mr) == 0;
+  };
+  EXPECT_TRUE(accepted(rw, page, kAllAccess));
+  // Read-only memory: for regions nobody writes into.
+  EXPECT_TRUE(accepted(ro, page, 0));
+  EXPECT_TRUE(accepted(ro, page, IBV_ACCESS_REMOTE_READ));
+  EXPECT_TRUE(accepted(rw, 2 * page, IBV_ACCESS_REMOTE_READ));
+  EXPECT_TRUE(refused(ro, page, IBV_ACCESS_LOCAL_WRITE));
+  EXPECT_TRUE(refused(rw + page / 2, page, IBV_ACCESS_LOCAL_WRITE));  // its second half
+  EXPECT_TRUE(refused(ro, page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_TRUE(refused(ro, page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC));
+  // No access, or nothing mapped: refused whatever the flags.
+  EXPECT_TRUE(refused(none, page, 0));
+  EXPECT_TRUE(refused(ro, 2 * page, IBV_ACCESS_REMOTE_READ));
+  EXPECT_TRUE(refused(gone, page, 0));
+  EXPECT_TRUE(refused(gone - 1, 2, 0));  // one byte past the end of a mapping
+  // Re-registration checks the new access the same way.
+  ibv_mr* mr = ibv_reg_mr(pd, ro, page, 0);
+  ASSERT_NE(mr, nullptr);
+  errno = 0;
+  EXPECT_EQ(
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE),
+      IBV_REREG_MR_ERR_CMD);
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(munmap(p, 3 * page), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
