@@ -645,7 +645,6 @@ void Engine::flush_qp(Qp& qp) {
     c.wr_id = qp.sq_.at<SendWqe>(i)->wr_id;
     c.status = WcStatus::kWrFlushErr;
     c.qp_num = qp.qpn();
-    qp.slots_[i & (qp.sq_.capacity() - 1)] = SendSlot{};
     qp.sq_.retire(i + 1);
     push_cqe(qp.init_.send_cq, c, false, nullptr);
   }
