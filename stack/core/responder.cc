@@ -227,13 +227,6 @@ void Engine::resp_complete_recv(Qp& qp, const wire::PacketInfo& info, WcStatus s
       std::memcpy(&c->imm_data, info.ext<wire::ImmDt>(wire::Ext::kImmDt).data.data(), 4);
       c->wc_flags |= kWcWithImm;
     }
-    if (op.has_ext(wire::Ext::kIeth)) {
-      // SEND with invalidate: reported to the consumer (IBV_WC_WITH_INV). Ordinary memory
-      // regions cannot be invalidated remotely (IBA 10.6.7: only type-2 windows and
-      // fast-registered regions), so nothing else changes.
-      c->imm_data = info.ext<wire::Ieth>(wire::Ext::kIeth).rkey.get();
-      c->wc_flags |= kWcWithInv;
-    }
   }
   r.have_wqe = false;
   cqe_commit(cq, c, info.solicited, &qp);
@@ -363,6 +356,16 @@ void Engine::resp_handle(Qp& qp, const wire::PacketInfo& info) {
   if (is_send) {
     if (first && !resp_take_wqe(qp)) {
       resp_not_ready(qp, psn);
+      return;
+    }
+    if (op.has_ext(wire::Ext::kIeth)) {
+      // SEND with Invalidate asks us to invalidate the R_Key in its IETH. Only type-2 memory
+      // windows and fast-registered regions can be invalidated remotely (IBA 10.6.7, 11.4.1.3);
+      // this stack has neither, so no R_Key is one it could invalidate. rxe fails such a key
+      // as class J: the receive completes with REM_INV_REQ_ERR and the QP enters the error
+      // state. We also NAK it (invalid request), so that the requester's WQE fails too instead
+      // of completing as if the invalidation had happened.
+      resp_fatal(qp, NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
       return;
     }
     if (r.offset + pay > r.wqe()->length) {

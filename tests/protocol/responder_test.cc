@@ -320,6 +320,36 @@ TEST(Responder, FirstPacketShorterThanMtuIsInvalidRequest) {
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
 }
 
+// SEND with Invalidate names an R_Key for the responder to invalidate; this stack has no memory
+// windows or fast-registered regions, the only kinds that can be invalidated remotely, so the
+// request is refused (NAK invalid request, receive in error, QP to error), even when the key
+// names an ordinary region. It used to complete with IBV_WC_WITH_INV as if the key had been
+// invalidated, while the region stayed open to the peer.
+TEST(Responder, SendWithInvalidateIsRefusedForKeysThatCannotBeInvalidated) {
+  for (const bool multi : {false, true}) {
+    SCOPED_TRACE(multi ? "FIRST + LAST_WITH_INVALIDATE" : "ONLY_WITH_INVALIDATE");
+    ProtocolHarness h;
+    const uint32_t m = h.mtu();
+    h.post_recv(1, 0, 2 * m);
+    wire::ExtHeaders inv;
+    inv.ieth.rkey.set(h.rkey());
+    std::vector<std::vector<uint8_t>> in;
+    if (multi) in.push_back(h.peer_frame(op::kRcSendFirst, P0, {}, m, false));
+    in.push_back(h.peer_frame(multi ? op::kRcSendLastInv : op::kRcSendOnlyInv,
+                              psn_add(P0, multi ? 1 : 0), inv, 16));
+    auto out = h.exchange(in);
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(out.back().opcode(), op::kRcAck);
+    EXPECT_EQ(out.back().syndrome(), nak(NakCode::kInvalidRequest));
+    EXPECT_EQ(out.back().psn(), psn_add(P0, multi ? 1 : 0));
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
+    EXPECT_EQ(c[0].wc_flags & kWcWithInv, 0u);
+    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  }
+}
+
 TEST(Responder, PacketLongerThanMtuIsInvalidRequest) {
   ProtocolHarness h;
   h.post_recv(1, 0, 4096);

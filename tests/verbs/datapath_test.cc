@@ -113,6 +113,28 @@ TEST_F(VerbsTest, ASendToAnAddressNobodyAnswersFails) {
   EXPECT_EQ(state_of(a.qp), IBV_QPS_ERR);
 }
 
+// SEND with Invalidate towards this stack: it has no memory windows or fast-registered regions,
+// the only things a peer can invalidate, so both sides see the request fail
+// (REM_INV_REQ_ERR) rather than a receive reported as IBV_WC_WITH_INV with nothing invalidated.
+TEST_F(VerbsTest, SendWithInvalidateOfAnOrdinaryRegionFailsOnBothSides) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  connect_pair(a, b);
+  ASSERT_EQ(post_recv(b.qp, 9, b, 0, 4096), 0);
+  ASSERT_EQ(post_send(a.qp, IBV_WR_SEND_WITH_INV, 8, a, 0, 64, 0, 0, 0, b.mr->rkey), 0);
+  auto sw = wait_wc(a.cq, 1);
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].wr_id, 8u);
+  EXPECT_EQ(sw[0].status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(sw[0].status);
+  auto rw = wait_wc(b.cq, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].wr_id, 9u);
+  EXPECT_EQ(rw[0].status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(rw[0].status);
+  EXPECT_EQ(rw[0].wc_flags & IBV_WC_WITH_INV, 0u);
+  EXPECT_EQ(state_of(b.qp), IBV_QPS_ERR);
+}
+
 TEST_F(VerbsTest, PostListsImmediatesAndInlineData) {
   Side a, b;
   make_side(a, 0);

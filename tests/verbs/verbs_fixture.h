@@ -171,7 +171,8 @@ class VerbsTest : public ::testing::Test {
   }
 
   static int post_send(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, Side& s, size_t off,
-                       uint32_t len, uint64_t raddr = 0, uint32_t rkey = 0, int flags = 0) {
+                       uint32_t len, uint64_t raddr = 0, uint32_t rkey = 0, int flags = 0,
+                       uint32_t imm_or_inv_rkey = 0) {
     ibv_sge sge{s.buf->addr(off), len, s.mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
@@ -181,6 +182,7 @@ class VerbsTest : public ::testing::Test {
     wr.send_flags = static_cast<unsigned>(IBV_SEND_SIGNALED | flags);
     wr.wr.rdma.remote_addr = raddr;
     wr.wr.rdma.rkey = rkey;
+    wr.imm_data = imm_or_inv_rkey;  // a union with invalidate_rkey
     ibv_send_wr* bad = nullptr;
     return ibv_post_send(qp, &wr, &bad);
   }
