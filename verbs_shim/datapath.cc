@@ -99,6 +99,7 @@ auto take_or_drive(ShimCq* cq, Take take) {
 }
 
 int cqx_start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
+  if (forked_child()) return refuse_in_forked_child();
   if (attr && attr->comp_mask) return EINVAL;
   ShimCq* cq = to_cq(c);
   cq->poll_lock.lock();
@@ -163,6 +164,10 @@ void install_cq_ex_ops(ShimCq* cq) {
 
 int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ShimQp* qp = to_qp(ibqp);
+  if (forked_child()) {
+    if (bad_wr) *bad_wr = wr;
+    return refuse_in_forked_child();
+  }
   if (wr && !wr->next) {  // one work request: no batch array to initialise
     SendWr one;
     int rc = to_send_wr(wr, ibqp->qp_type, &one);
@@ -201,6 +206,10 @@ int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int op_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimQp* qp = to_qp(ibqp);
+  if (forked_child()) {
+    if (bad_wr) *bad_wr = wr;
+    return refuse_in_forked_child();
+  }
   int rc = 0;
   qp->recv_lock.lock();
   for (; wr; wr = wr->next) {
@@ -219,6 +228,10 @@ int op_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 int op_post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimSrq* srq = to_srq(ibsrq);
+  if (forked_child()) {
+    if (bad_wr) *bad_wr = wr;
+    return refuse_in_forked_child();
+  }
   int rc = 0;
   srq->post_lock.lock();
   for (; wr; wr = wr->next) {
@@ -237,6 +250,7 @@ int op_post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   ShimCq* cq = to_cq(ibcq);
+  if (forked_child()) return -refuse_in_forked_child();
   if (num_entries <= 0) return 0;
   cq->poll_lock.lock();
   const int total = take_or_drive(
@@ -255,6 +269,7 @@ int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 int op_req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_cq(ibcq);
+  if (forked_child()) return refuse_in_forked_child();
   cq->q->arm(solicited_only != 0);  // fenced: a later poll or the engine's push sees it
   return 0;
 }
@@ -267,6 +282,10 @@ using namespace roce::verbs;
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (!channel || !cq || !cq_context) {
     errno = EINVAL;
+    return -1;
+  }
+  if (forked_child()) {  // the channel's fd is shared with the parent: do not take its events
+    errno = refuse_in_forked_child();
     return -1;
   }
   ShimCq* c = nullptr;

@@ -79,15 +79,37 @@ bool config_debug() {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+int refuse_in_forked_child() {
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true)) {
+    std::fprintf(stderr,
+                 "libibverbs (roce): process %d was forked from process %d after that one had "
+                 "opened an RDMA device; a device cannot be used across fork() (open it after "
+                 "forking, or exec): every verb fails with EOPNOTSUPP here\n",
+                 static_cast<int>(getpid()), static_cast<int>(getppid()));
+  }
+  return EOPNOTSUPP;
+}
+
 // --- opening and closing
 // ----------------------------------------------------------------------------
 
 namespace {
 
+// The pthread_atfork child handler: only an atomic store, whatever locks the parent held.
+void on_fork_child() {
+  if (g_stack_started.load(std::memory_order_relaxed)) {
+    g_forked_child.store(true, std::memory_order_relaxed);
+  }
+}
+
 // Starts the device's stack instance if this is its first context. 0 or an errno.
 int acquire_device(ShimDevice* d) {
   std::lock_guard<std::mutex> lock(d->mu);
   if (d->open_contexts == 0) {
+    static const int atfork = pthread_atfork(nullptr, nullptr, &on_fork_child);
+    if (atfork != 0) return atfork;
+    g_stack_started.store(true, std::memory_order_relaxed);
     DeviceConfig cfg = d->cfg;
     cfg.eal_args = eal_args_for(cfg);
     std::string err;
@@ -285,6 +307,7 @@ int ibv_close_device(ibv_context* context) {
 }
 
 __attribute__((destructor)) static void roce_verbs_unload() {
+  if (forked_child()) return;  // the stack and its threads are the parent's
   try {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);

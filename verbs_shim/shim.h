@@ -250,10 +250,23 @@ inline ShimSrq* to_srq(ibv_srq* s) { return reinterpret_cast<ShimSrq*>(s); }
 inline ShimQp* to_qp(ibv_qp* q) { return reinterpret_cast<ShimQp*>(q); }
 inline ShimQp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<ShimQp*>(q); }
 
+// --- fork() ---
+// A child forked from a process that had started the stack (its EAL, engine, event pump)
+// inherits the memory but none of the threads: a control verb would wait for ever on the
+// engine thread, an inline poll would take the parent's packets off the shared port, and the
+// library's exit handler would wait on threads that do not exist. In such a child every verb
+// fails at once with EOPNOTSUPP (one line on stderr, the first time), and exit does nothing.
+// Devices must be opened after fork(), or in a program fork() + exec() started.
+inline std::atomic<bool> g_stack_started{false};  // set once a device opened (never cleared)
+inline std::atomic<bool> g_forked_child{false};   // set in the child of a fork() after that
+inline bool forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+int refuse_in_forked_child();  // prints the line once; returns EOPNOTSUPP
+
 // --- the C ABI boundary: no exception crosses it ---
 // Runs f() (returning an errno value); an exception becomes ENOMEM.
 template <typename F>
 int guard_errno(F&& f) noexcept {
+  if (forked_child()) return refuse_in_forked_child();
   try {
     return f();
   } catch (const std::bad_alloc&) {
@@ -265,6 +278,10 @@ int guard_errno(F&& f) noexcept {
 // Runs f() (returning a pointer, NULL with errno set on failure).
 template <typename F>
 auto guard_ptr(F&& f) noexcept -> decltype(f()) {
+  if (forked_child()) {
+    errno = refuse_in_forked_child();
+    return nullptr;
+  }
   try {
     return f();
   } catch (const std::bad_alloc&) {

@@ -82,6 +82,7 @@ void wr_start(ibv_qp_ex* qx) {
 
 int wr_complete(ibv_qp_ex* qx) {
   ShimQp* qp = qp_of(qx);
+  if (forked_child() && !qp->batch.error) qp->batch.error = refuse_in_forked_child();
   if (qp->batch.error) qp->batch.n = 0;
   flush(qp);
   const int rc = qp->batch.error;

@@ -476,5 +476,25 @@ TEST(VerbsExit, CountersWrittenWhenAProgramExitsWithoutClosing) {
   }
 }
 
+// A child forked after the device was opened inherits none of the stack's threads: its verbs
+// fail at once (EOPNOTSUPP) instead of waiting for ever on the parent's engine thread, and its
+// exit does not wait on them either (it used to hang in the library's exit handler). The
+// parent's device is unaffected.
+TEST(VerbsExit, AForkedChildFailsCleanlyAndExits) {
+  for (const char* mode : {"thread", "inline"}) {
+    SCOPED_TRACE(mode);
+    const std::string config =
+        ::testing::TempDir() + "roce-fork-" + std::to_string(getpid()) + ".conf";
+    {
+      std::ofstream f(config);
+      f << "[device roceX]\nport = net_null7\nipv4 = 192.0.2.7/24\nmode = " << mode << "\n";
+    }
+    const std::string cmd = "ROCE_CONFIG=" + config + " ROCE_DEVICE= timeout -s KILL 60 " +
+                            ROCE_EXIT_WITHOUT_CLOSE + " fork";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::remove(config.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace roce::verbs_test
