@@ -147,6 +147,7 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
           first_rx = false;
         }
         if (c.status != WcStatus::kSuccess) return completion_error(c, "server", rcnt, iters);
+        if (!recv_len_ok(c.byte_len, size)) return false;
         ++rcnt;
         if (duration && dur.sampling()) ++measured_iters_;
         if (duration || rcnt + size_per_qp <= iters) {

@@ -190,6 +190,15 @@ void OobChannel::close() {
   fd_ = -1;
 }
 
+bool OobChannel::peer_left() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char c;
+  return ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;  // end of stream, nothing pending
+}
+
 bool OobChannel::accept_one(int port, double timeout_s, std::string* err) {
   timeout_s_ = timeout_s;
   const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -65,8 +65,17 @@ struct BwReport {
   double msg_rate = 0;
 };
 
+// Whether the peer is gone: what StallWatch (perf_test.h) asks besides the link.
+class PeerState {
+ public:
+  virtual bool peer_left() const = 0;
+
+ protected:
+  ~PeerState() = default;
+};
+
 // One TCP connection to the peer, with every wait bounded by a deadline.
-class OobChannel {
+class OobChannel : public PeerState {
  public:
   OobChannel() = default;
   ~OobChannel();
@@ -78,6 +87,9 @@ class OobChannel {
   bool accept_one(int port, double timeout_s, std::string* err);
   bool connect_to(const std::string& host, int port, double timeout_s, std::string* err);
   bool is_client() const { return client_; }
+  // The peer closed the connection (a peer that stops on an error closes it; perftest keeps it
+  // open until both sides are done): no wait, nothing read.
+  bool peer_left() const override;
   void set_timeout(double s) { timeout_s_ = s; }
   // While waiting, call fn(ctx) between non-blocking polls instead of sleeping: an engine that
   // runs inline must keep running (answering ARP, receiving the peer's RDMA) while this side

@@ -34,11 +34,13 @@ class StallWatch {
   // `sleeping`: the idle passes sleep (-e waits on events), so each one reads the clock.
   // `link`: asked whether its link is lost once nothing moved for `link_grace_s`, then again
   // every tenth of that (nullptr: never).
+  // `peer`: asked likewise whether the peer left (closed the out-of-band connection).
   explicit StallWatch(double timeout_s, bool sleeping = false, const LinkState* link = nullptr,
-                      double link_grace_s = kLinkGraceS)
+                      double link_grace_s = kLinkGraceS, const PeerState* peer = nullptr)
       : limit_ns_(static_cast<uint64_t>(timeout_s * 1e9)),
         mask_(sleeping ? 0 : 4095),
         link_(link),
+        peer_(peer),
         grace_ns_(static_cast<uint64_t>(link_grace_s * 1e9)) {}
   static constexpr double kLinkGraceS = 1.0;
   void progress() { idle_ = 0; }
@@ -55,10 +57,11 @@ class StallWatch {
     }
     idle_ns_ = now - since_;
     if (idle_ns_ > limit_ns_) return true;
-    if (link_ && now >= probe_at_) {
+    if ((link_ || peer_) && now >= probe_at_) {
       probe_at_ = now + grace_ns_ / 10;
-      lost_ = link_->link_lost();
-      return lost_;
+      lost_ = link_ && link_->link_lost();
+      left_ = !lost_ && peer_ && peer_->peer_left();
+      return lost_ || left_;
     }
     return false;
   }
@@ -67,7 +70,8 @@ class StallWatch {
   std::string for_text() const {
     const std::string secs =
         "for " + std::to_string((idle_ns_ + 500'000'000) / 1'000'000'000) + " s";
-    return lost_ ? secs + " and the port's link went down" : secs;
+    if (lost_) return secs + " and the port's link went down";
+    return left_ ? secs + " and the peer closed the out-of-band connection" : secs;
   }
   static uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -79,12 +83,14 @@ class StallWatch {
   uint64_t limit_ns_;
   uint64_t mask_;
   const LinkState* link_;
+  const PeerState* peer_;
   uint64_t grace_ns_;
   uint64_t idle_ = 0;
   uint64_t since_ = 0;
   uint64_t probe_at_ = 0;
   uint64_t idle_ns_ = 0;
   bool lost_ = false;
+  bool left_ = false;
 };
 
 // "n of total", or "n" where there is no total (a -D run): how far a failed transfer got.
@@ -180,6 +186,10 @@ class PerfTest {
   bool ud() const { return o_.conn == Conn::kUd; }
   // The length of a receive for `size`-byte messages: UD's also hold the GRH.
   uint64_t recv_len(uint64_t size) const { return ud() ? size + kUdAddition : size; }
+  // A receive completion's length against `size`-byte messages: a peer given another -s fills
+  // our receives in part (or overflows them), and counted as ours its messages would skew the
+  // results. False after fail() naming both sizes.
+  bool recv_len_ok(uint32_t byte_len, uint64_t size);
   void set_up_connection();
   bool connect_qps();
   void set_send_wqes(uint64_t size);
@@ -192,7 +202,7 @@ class PerfTest {
   static constexpr double kEventSliceS = 0.1;
   bool await_cqs(unsigned cqs);
   StallWatch stall_watch(bool sleeping) const {
-    return StallWatch(o_.stall_timeout_s, sleeping, &t_);
+    return StallWatch(o_.stall_timeout_s, sleeping, &t_, StallWatch::kLinkGraceS, &oob_);
   }
   StallWatch stall_watch() const { return stall_watch(o_.use_event); }
 

@@ -32,6 +32,16 @@ bool PerfTest::fail(const std::string& why, int code) {
   return false;
 }
 
+bool PerfTest::recv_len_ok(uint32_t byte_len, uint64_t size) {
+  const uint64_t want = recv_len(size);
+  if (byte_len == want) return true;
+  const uint64_t extra = want - size;  // UD: the GRH area
+  const std::string got = byte_len >= extra ? std::to_string(byte_len - extra) + " bytes"
+                                            : "a " + std::to_string(byte_len) + "-byte datagram";
+  return fail("received " + got + ", expected " + std::to_string(size) +
+              ": give both sides the same -s/--sizes/-a");
+}
+
 bool PerfTest::fail_stalled(const StallWatch& watch, uint64_t done, uint64_t total) {
   return fail("no progress " + watch.for_text() + ": " + count_text(done, total) +
               " messages completed");

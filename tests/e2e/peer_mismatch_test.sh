@@ -4,7 +4,8 @@
 #   --verify, one size against two: the first verification record carries the number of sizes
 #   (before, the server read the client's second record as part of a key message, and both
 #   waited until --timeout).
-#   send_bw, -s 65536 against -s 2, and over UD: the receiver checks each message's length.
+#   send_bw, -s 65536 against -s 2, and over UD, and send_lat, -s 64 against -s 8: the receiver
+#   checks each message's length.
 #
 # Usage: peer_mismatch_test.sh ROCE_PERF
 E2E_NAME=mismatch
@@ -30,4 +31,11 @@ expect_said send_size server "received 2 bytes, expected 65536: give both sides 
 # UD: the receive's byte count includes the 40 bytes of GRH; the line names the message's.
 EXPECT_RC=1 run_pair send_size_ud 60 "send_bw -c UD -s 1024 -n 100" "send_bw -c UD -s 2 -n 100"
 expect_said send_size_ud server "received 2 bytes, expected 1024: give both sides the same"
+# send_lat: the receiving side checks too (before, a server given -s 64 answered a client's 8-byte
+# SENDs and reported 64-byte latencies).
+EXPECT_RC=1 run_pair send_lat_size 60 "send_lat -s 64 -n 100" "send_lat -s 8 -n 100"
+expect_said send_lat_size server "received 8 bytes, expected 64: give both sides the same"
+# The client, waiting for the server's answer, sees the server leave (it used to wait out
+# --timeout).
+expect_said send_lat_size client "the peer closed the out-of-band connection"
 log "PASS"

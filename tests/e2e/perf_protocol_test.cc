@@ -361,6 +361,33 @@ TEST(Oob, FinishWaitsForThePeerToBeDoneWithTheLink) {
   }
 }
 
+// peer_left: a connection with nothing on it, or with unread data, is not a peer that left; a
+// half-close (a peer that stopped: its process closed the socket) and a reset are.
+TEST(Oob, PeerLeftOnlyOnceThePeerClosed) {
+  for (const bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "reset" : "shutdown");
+    RawPeer peer;
+    OobChannel c;
+    EXPECT_FALSE(c.peer_left());  // not connected
+    ASSERT_TRUE(peer.connect_client(c));
+    EXPECT_FALSE(c.peer_left());
+    peer.write("x");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(c.peer_left());  // data to read is not an end
+    if (reset) {
+      peer.reset();
+    } else {
+      peer.close_write();
+    }
+    bool left = false;
+    for (int i = 0; i < 100 && !left; ++i) {
+      left = c.peer_left();
+      if (!left) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(left);
+  }
+}
+
 TEST(Oob, ServerReadsFirstAndTimesOut) {
   OobChannel s;
   std::string err;
@@ -639,6 +666,34 @@ TEST(StallWatch, EndsAWaitWhoseLinkWentDownAfterTheGracePeriod) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_FALSE(w.stalled());
   EXPECT_EQ(link.asked, 0);
+}
+
+struct FakePeer : PeerState {
+  bool left = false;
+  mutable int asked = 0;
+  bool peer_left() const override {
+    ++asked;
+    return left;
+  }
+};
+
+// A wait whose peer closed the out-of-band connection ends after the grace period as a lost
+// link does, and says so; a link that went down is named first.
+TEST(StallWatch, EndsAWaitWhosePeerLeftAfterTheGracePeriod) {
+  FakeLink link;
+  FakePeer peer;
+  StallWatch w(60, true, &link, 0.05, &peer);
+  peer.left = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stalls_within(w, std::chrono::seconds(5)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  EXPECT_EQ(peer.asked, 1);
+  EXPECT_EQ(w.for_text(), "for 0 s and the peer closed the out-of-band connection");
+
+  link.lost = true;
+  StallWatch both(60, true, &link, 0.05, &peer);
+  ASSERT_TRUE(stalls_within(both, std::chrono::seconds(5)));
+  EXPECT_EQ(both.for_text(), "for 0 s and the port's link went down");
 }
 
 // A link that is up does not end the wait: the stall limit does, asked again every tenth of
