@@ -445,11 +445,19 @@ TEST(EngineRunnerThreaded, KeepsYieldingWhenNothingWaited) {
 // A spinner that polls the engine (assist) as an application waiting on its CQ does: the engine
 // thread loses its core to it just as long, but no yield is starved, and the engine thread keeps
 // yielding (sleeping would only make each post wake it).
+// Another process that takes the shared CPU for longer than kAssistedNs (a parallel test, say)
+// starves a yield for real, spinner or not; so the measurement gets three attempts, and one of
+// them must be free of starved yields. Counting the spinner's assisted yields as starved (the
+// behaviour this guards against) starves some in every attempt, as the test above shows.
 TEST(EngineRunnerThreaded, KeepsYieldingToAThreadThatPollsTheEngine) {
-  const std::optional<RunnerStats> st = beside_spinner(/*assisting=*/true, /*traffic=*/true);
-  if (!st) GTEST_SKIP() << kNeedsTwoCpus;
+  std::optional<RunnerStats> st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    st = beside_spinner(/*assisting=*/true, /*traffic=*/true);
+    if (!st) GTEST_SKIP() << kNeedsTwoCpus;
+    if (st->starved_yields == 0) break;
+  }
   EXPECT_GE(st->polls - st->busy_polls, 64u) << "the engine thread never got to yield";
-  EXPECT_EQ(st->starved_yields, 0u);
+  EXPECT_EQ(st->starved_yields, 0u) << "in each of three attempts";
 }
 
 // The engine thread's yields while it spins idle: back to every 64 polls whenever a yield ran
