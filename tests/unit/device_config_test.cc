@@ -45,6 +45,33 @@ TEST(DeviceConfig, AnIpv4MappedAddressIsNotAnIpv6One) {
   EXPECT_EQ(refusal("ipv4", "10.0.0.1/24"), "");
 }
 
+// Our own MAC and addresses must be ones a station can have: the all-zero MAC is no station's
+// (Linux refuses it for an interface; peers drop frames from it), and an unspecified, loopback
+// or multicast address, or IPv4 0/8 and 240/4, is no host's (Linux refuses such IPv6 addresses;
+// peers, this stack's neighbour agent among them, take such senders for martians).
+TEST(DeviceConfig, OurMacAndAddressesAreAStationsOwn) {
+  EXPECT_NE(refusal("mac", "00:00:00:00:00:00"), "");
+  EXPECT_NE(refusal("mac", "0:0:0:0:0:0"), "");
+  for (const char* v : {"0.0.0.0", "0.1.2.3/8", "127.0.0.1/8", "224.0.0.1", "239.1.2.3/24",
+                        "240.0.0.1/4", "255.255.255.255"}) {
+    const std::string err = refusal("ipv4", v);
+    EXPECT_NE(err, "") << v;
+    EXPECT_NE(err.find(v), std::string::npos) << err;
+  }
+  for (const char* v : {"::", "::/64", "::1", "::1/128", "ff02::1", "ff05::2/64"}) {
+    const std::string err = refusal("ipv6", v);
+    EXPECT_NE(err, "") << v;
+    EXPECT_NE(err.find(v), std::string::npos) << err;
+  }
+  EXPECT_EQ(refusal("mac", "02:00:00:00:00:00"), "");
+  for (const char* v : {"1.0.0.1/8", "10.0.0.1/24", "126.255.255.254", "223.255.255.1"}) {
+    EXPECT_EQ(refusal("ipv4", v), "") << v;
+  }
+  for (const char* v : {"fe80::1/64", "fd00::1", "2001:db8::1/48", "::2"}) {
+    EXPECT_EQ(refusal("ipv6", v), "") << v;
+  }
+}
+
 TEST(DeviceConfig, AStaticNeighbourIsAnAddressAndAMacAndNothingMore) {
   EXPECT_EQ(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02"), "");
   EXPECT_NE(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02 extra"), "");
