@@ -283,7 +283,9 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
     if (line.empty()) continue;
     const std::string where = "line " + std::to_string(lineno) + ": ";
     if (line.front() == '[') {
-      if (line.back() != ']' || line.rfind("[device", 0) != 0) {
+      // "[device]" or "[device NAME]"; not "[devicefoo]".
+      if (line.back() != ']' || line.rfind("[device", 0) != 0 ||
+          !(line.size() == 8 || std::isspace(static_cast<unsigned char>(line[7])))) {
         *err = where + "expected [device NAME]";
         return false;
       }

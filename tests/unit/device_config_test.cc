@@ -117,5 +117,22 @@ TEST(DeviceConfig, AFileNamesTheLineOfItsFirstError) {
   EXPECT_TRUE(validate(devs[0], &err)) << err;
 }
 
+// A section header is "[device]" or "[device NAME]": "[devicefoo]" is not a device "foo".
+TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
+  for (const char* text :
+       {"[devicefoo]\nport = x\n", "[device_a]\nport = x\n", "[devices b]\nport = x\n"}) {
+    std::vector<DeviceConfig> devs;
+    std::string err;
+    EXPECT_FALSE(parse_config_text(text, &devs, &err)) << text;
+    EXPECT_EQ(err.rfind("line 1: expected [device NAME]", 0), 0u) << err;
+  }
+  std::vector<DeviceConfig> devs;
+  std::string err;
+  ASSERT_TRUE(parse_config_text("[device]\nport = x\n[device\tb]\nport = y\n", &devs, &err)) << err;
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].name, "roce0");
+  EXPECT_EQ(devs[1].name, "b");
+}
+
 }  // namespace
 }  // namespace roce
