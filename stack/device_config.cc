@@ -275,6 +275,8 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
   std::string line;
   int lineno = 0;
   DeviceConfig* cur = nullptr;
+  const size_t first = out->size();
+  std::vector<int> name_line;  // per device parsed here: the line that gave it its name
   while (std::getline(in, line)) {
     ++lineno;
     const auto hash = line.find('#');
@@ -291,6 +293,7 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
       }
       out->emplace_back();
       cur = &out->back();
+      name_line.push_back(lineno);
       const std::string name = trim(line.substr(7, line.size() - 8));
       if (!name.empty() && !apply_setting(*cur, "name", name, err)) {
         *err = where + *err;
@@ -306,10 +309,24 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
     if (!cur) {
       out->emplace_back();
       cur = &out->back();
+      name_line.push_back(lineno);
     }
     if (!apply_setting(*cur, line.substr(0, eq), line.substr(eq + 1), err)) {
       *err = where + *err;
       return false;
+    }
+    if (trim(line.substr(0, eq)) == "name") name_line.back() = lineno;
+  }
+  // Each device is one ibv device, found by its name: a second one of a name would replace the
+  // first.
+  for (size_t j = 1; j < name_line.size(); ++j) {
+    const std::string& name = (*out)[first + j].name;
+    for (size_t i = 0; i < j; ++i) {
+      if ((*out)[first + i].name == name) {
+        *err = "line " + std::to_string(name_line[j]) + ": name: '" + name +
+               "' is already the name of the device of line " + std::to_string(name_line[i]);
+        return false;
+      }
     }
   }
   return true;

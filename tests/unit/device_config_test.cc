@@ -134,5 +134,27 @@ TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
   EXPECT_EQ(devs[1].name, "b");
 }
 
+// Each device is one ibv device, found by its name: two sections of one name would leave one of
+// them silently unused (the later configuration replaces the earlier).
+TEST(DeviceConfig, TwoDevicesOfOneNameAreRefused) {
+  const struct {
+    const char* text;
+    const char* err;
+  } cases[] = {
+      {"[device a]\nport = x\n[device a]\nport = y\n",
+       "line 3: name: 'a' is already the name of the device of line 1"},
+      {"[device]\nport = x\n[device]\nport = y\n",  // both roce0
+       "line 3: name: 'roce0' is already the name of the device of line 1"},
+      {"port = x\n[device b]\nport = y\nname = roce0\n",  // renamed
+       "line 4: name: 'roce0' is already the name of the device of line 1"},
+  };
+  for (const auto& c : cases) {
+    std::vector<DeviceConfig> devs;
+    std::string err;
+    EXPECT_FALSE(parse_config_text(c.text, &devs, &err)) << c.text;
+    EXPECT_EQ(err, c.err);
+  }
+}
+
 }  // namespace
 }  // namespace roce
