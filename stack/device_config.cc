@@ -166,14 +166,28 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     Mac m;
     if (!parse_mac(v, &m)) return bad(err, key, v, "a MAC address like 02:00:00:00:00:01");
     if (m[0] & 1) return bad(err, key, v, "a unicast MAC address");
+    if (m == Mac{}) return bad(err, key, v, "a station's MAC address (not all zeros)");
     c.mac = m;
   } else if (key == "ipv4") {
     IpPrefix p;
     if (!parse_prefix(v, true, &p)) return bad(err, key, v, "an IPv4 address[/prefix]");
+    // RFC 1122 3.2.1.3: 0/8 (this network), 127/8 (loopback), 224/4 (multicast) and 240/4
+    // (reserved, with the limited broadcast) are no host's address; peers drop such senders.
+    const uint8_t a = p.addr[12];
+    if (a == 0 || a == 127 || a >= 224) {
+      return bad(err, key, v, "a host's IPv4 address (not in 0/8, 127/8, 224/4 or 240/4)");
+    }
     c.ipv4.push_back(p);
   } else if (key == "ipv6") {
     IpPrefix p;
     if (!parse_prefix(v, false, &p)) return bad(err, key, v, "an IPv6 address[/prefix]");
+    // RFC 4291 2.5.2, 2.5.3, 2.7: neither the unspecified, the loopback nor a multicast address
+    // can be an interface's (Linux refuses them too).
+    static constexpr Gid kUnspecified{};
+    static constexpr Gid kLoopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    if (p.addr == kUnspecified || p.addr == kLoopback || p.addr[0] == 0xFF) {
+      return bad(err, key, v, "a unicast IPv6 address (not ::, ::1 or multicast)");
+    }
     c.ipv6.push_back(p);
   } else if (key == "mtu") {
     if (!parse_u64(v, &n) || n < 576 || n > 9000) return bad(err, key, v, "an MTU in 576..9000");
@@ -261,6 +275,8 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
   std::string line;
   int lineno = 0;
   DeviceConfig* cur = nullptr;
+  const size_t first = out->size();
+  std::vector<int> name_line;  // per device parsed here: the line that gave it its name
   while (std::getline(in, line)) {
     ++lineno;
     const auto hash = line.find('#');
@@ -269,12 +285,15 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
     if (line.empty()) continue;
     const std::string where = "line " + std::to_string(lineno) + ": ";
     if (line.front() == '[') {
-      if (line.back() != ']' || line.rfind("[device", 0) != 0) {
+      // "[device]" or "[device NAME]"; not "[devicefoo]".
+      if (line.back() != ']' || line.rfind("[device", 0) != 0 ||
+          !(line.size() == 8 || std::isspace(static_cast<unsigned char>(line[7])))) {
         *err = where + "expected [device NAME]";
         return false;
       }
       out->emplace_back();
       cur = &out->back();
+      name_line.push_back(lineno);
       const std::string name = trim(line.substr(7, line.size() - 8));
       if (!name.empty() && !apply_setting(*cur, "name", name, err)) {
         *err = where + *err;
@@ -290,10 +309,24 @@ bool parse_config_text(const std::string& text, std::vector<DeviceConfig>* out, 
     if (!cur) {
       out->emplace_back();
       cur = &out->back();
+      name_line.push_back(lineno);
     }
     if (!apply_setting(*cur, line.substr(0, eq), line.substr(eq + 1), err)) {
       *err = where + *err;
       return false;
+    }
+    if (trim(line.substr(0, eq)) == "name") name_line.back() = lineno;
+  }
+  // Each device is one ibv device, found by its name: a second one of a name would replace the
+  // first.
+  for (size_t j = 1; j < name_line.size(); ++j) {
+    const std::string& name = (*out)[first + j].name;
+    for (size_t i = 0; i < j; ++i) {
+      if ((*out)[first + i].name == name) {
+        *err = "line " + std::to_string(name_line[j]) + ": name: '" + name +
+               "' is already the name of the device of line " + std::to_string(name_line[i]);
+        return false;
+      }
     }
   }
   return true;

@@ -262,8 +262,11 @@ void Engine::handle_rx(const PktBuf& b) {
   PacketInfo info;
   const ParseError err = wire::parse_frame(b.data, b.len, info, {.verify_icrc = cfg_.verify_icrc});
   if (err != ParseError::kOk) {
+    // An IPv4 packet with options is RoCEv2's parse error only if it is UDP: an ICMP one (ping
+    // with record-route or timestamp options) is the net handler's, which parses it itself.
     if (err == ParseError::kNotIp || err == ParseError::kNotUdp ||
-        err == ParseError::kWrongUdpPort) {
+        err == ParseError::kWrongUdpPort ||
+        (err == ParseError::kIpv4Options && info.ip_proto != wire::kIpProtoUdp)) {
       ++ctr_.rx_not_roce;
       if (net_handler_) net_handler_(net_ctx_, info, err);
     } else {

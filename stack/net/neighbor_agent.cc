@@ -434,9 +434,11 @@ void NeighborAgent::on_ipv6(const uint8_t* frame, uint32_t off, uint32_t len, bo
   const auto ip = read<wire::Ipv6Hdr>(frame + off);
   const uint32_t plen = ip.payload_length.get();
   // RFC 8200 3 (version, payload that fits; Ethernet padding may follow); RFC 4291 2.5.3 and
-  // 2.7: a loopback or multicast source is never valid on a link.
+  // 2.7: a loopback or multicast source is never valid on a link. Nor is an IPv4-mapped one
+  // (RFC 4291 2.5.5.2; Linux drops it): the table keeps IPv4 neighbours under exactly that GID.
   if ((ip.ver_tc_flow.get() >> 28) != 6 || plen > avail - sizeof(wire::Ipv6Hdr) ||
-      ipv6_is_multicast(ip.src.data()) || ipv6_is_loopback(ip.src.data())) {
+      ipv6_is_multicast(ip.src.data()) || ipv6_is_loopback(ip.src.data()) ||
+      wire::gid_is_ipv4_mapped(ip.src.data())) {
     ++ctr_.malformed;
     return;
   }
@@ -603,8 +605,10 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
   const auto na = read<NdMsg>(icmp);
   const uint8_t* tlla = nullptr;
   // RFC 4861 7.1.2: hop limit 255, code 0, at least 24 bytes, target not multicast, options of
-  // non-zero length, and the Solicited flag clear when sent to a multicast address.
+  // non-zero length, and the Solicited flag clear when sent to a multicast address. An
+  // IPv4-mapped target is no IPv6 neighbour: learning it would rewrite an ARP entry.
   if (ip.hop_limit != kNdHopLimit || na.icmp.code != 0 || ipv6_is_multicast(na.target.data()) ||
+      wire::gid_is_ipv4_mapped(na.target.data()) ||
       !parse_nd_options(icmp + sizeof(NdMsg), icmp_len - sizeof(NdMsg), kNdOptTargetLla, &tlla) ||
       (ipv6_is_multicast(ip.dst.data()) && (na.flags & kNaFlagSolicited))) {
     ++ctr_.malformed;

@@ -97,7 +97,8 @@ void PacketInfo::dst_gid(uint8_t out[16]) const {
 
 namespace {
 // Ethernet frames shorter than 60 bytes (without FCS) are padded by the sender: only such
-// frames may carry bytes beyond the IP datagram.
+// frames may carry bytes beyond the IP datagram. A bridge that tags a padded frame keeps the
+// padding, so a tagged frame may carry it up to 64 bytes (IEEE 802.1Q: 68 with the FCS).
 constexpr uint32_t kMinEthFrame = 60;
 }  // namespace
 
@@ -127,6 +128,7 @@ ParseError parse_frame(const uint8_t* frame, uint32_t len, PacketInfo& info,
   info.ethertype = ethertype;
   info.l3_off = static_cast<uint16_t>(off);
   if (ethertype != kEtherTypeIpv4 && ethertype != kEtherTypeIpv6) return ParseError::kNotIp;
+  const uint32_t min_frame = kMinEthFrame + (off - static_cast<uint32_t>(sizeof(EthHdr)));
 
   // --- L3 ---
   uint32_t ip_end;  // end of the IP datagram within the frame
@@ -143,7 +145,7 @@ ParseError parse_frame(const uint8_t* frame, uint32_t len, PacketInfo& info,
     const uint32_t total = ip->total_length.get();
     if (total < sizeof(Ipv4Hdr) || off + total > len) return ParseError::kBadIpLength;
     ip_end = off + total;
-    if (ip_end != len && len > kMinEthFrame) return ParseError::kBadIpLength;
+    if (ip_end != len && len > min_frame) return ParseError::kBadIpLength;
     if (opts.verify_ipv4_checksum && ipv4_header_checksum(frame + off) != 0xFFFF) {
       return ParseError::kIpv4BadChecksum;
     }
@@ -158,7 +160,7 @@ ParseError parse_frame(const uint8_t* frame, uint32_t len, PacketInfo& info,
     const uint32_t plen = ip->payload_length.get();
     ip_end = off + sizeof(Ipv6Hdr) + plen;
     if (ip_end > len) return ParseError::kBadIpLength;
-    if (ip_end != len && len > kMinEthFrame) return ParseError::kBadIpLength;
+    if (ip_end != len && len > min_frame) return ParseError::kBadIpLength;
     if (is_ipv6_extension_header(ip->next_header)) return ParseError::kIpv6ExtensionHeader;
     off += sizeof(Ipv6Hdr);
   }

@@ -688,6 +688,45 @@ TEST(Responder, AFatalNakLeavesAfterTheResponsesQueuedBeforeIt) {
 
 // --- packets that never reach the QP: counted per reason, nothing answered ---
 
+// Frames that are not RoCEv2 go to the net handler (the neighbour agent), which validates them
+// itself. An IPv4 packet with options is one of them unless it is UDP: a ping with IP options
+// (ping -R, -T) is for the agent, which answers it (RFC 1122 3.2.1.8 / 3.2.2.6), while RoCEv2
+// never carries options and stays a parse error.
+TEST(EngineRx, NonUdpIpv4WithOptionsGoesToTheNetHandler) {
+  ProtocolHarness h;
+  struct Seen {
+    std::vector<uint32_t> lens;  // of the frames handed to the net handler
+  } seen;
+  h.engine().set_net_handler(
+      [](void* ctx, const wire::PacketInfo& info, wire::ParseError) {
+        static_cast<Seen*>(ctx)->lens.push_back(info.frame_len);
+      },
+      &seen);
+  const EngineCounters& c = h.engine().counters();
+  // An echo request with a record-route option (IHL 6: type 7, length 3, pointer 4, end).
+  std::vector<uint8_t> ping = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00};         // Ethernet
+  ping.insert(ping.end(), {0x46, 0, 0, 32, 0, 1, 0, 0, 64, wire::kIpProtoIcmp, 0, 0});  // IPv4
+  ping.insert(ping.end(), {10, 0, 0, 2, 10, 0, 0, 1});      // 10.0.0.2 -> 10.0.0.1
+  ping.insert(ping.end(), {7, 3, 4, 0});                    // record route, end of options
+  ping.insert(ping.end(), {8, 0, 0xf7, 0xfe, 0, 1, 0, 0});  // echo request
+  uint32_t sum = 0;                                         // over the 24-byte header (RFC 1071)
+  for (size_t i = 14; i < 14 + 24; i += 2) sum += static_cast<uint32_t>(ping[i] << 8 | ping[i + 1]);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = ~sum & 0xFFFF;
+  ping[24] = static_cast<uint8_t>(sum >> 8);
+  ping[25] = static_cast<uint8_t>(sum);
+  ping.resize(60, 0);
+  EXPECT_TRUE(h.exchange({ping}).empty());
+  EXPECT_EQ(seen.lens, std::vector<uint32_t>{60});
+  EXPECT_EQ(c.rx_not_roce, 1u);
+  EXPECT_EQ(c.rx_parse_error[static_cast<unsigned>(wire::ParseError::kIpv4Options)], 0u);
+  // The same options on a UDP datagram: not the agent's, a malformed RoCEv2 frame.
+  ping[14 + 9] = wire::kIpProtoUdp;
+  EXPECT_TRUE(h.exchange({ping}).empty());
+  EXPECT_EQ(seen.lens.size(), 1u);
+  EXPECT_EQ(c.rx_parse_error[static_cast<unsigned>(wire::ParseError::kIpv4Options)], 1u);
+}
+
 TEST(Responder, MalformedAndMisaddressedPacketsAreCountedAndDropped) {
   ProtocolHarness h;
   h.post_recv(1, 0, 256);

@@ -45,6 +45,33 @@ TEST(DeviceConfig, AnIpv4MappedAddressIsNotAnIpv6One) {
   EXPECT_EQ(refusal("ipv4", "10.0.0.1/24"), "");
 }
 
+// Our own MAC and addresses must be ones a station can have: the all-zero MAC is no station's
+// (Linux refuses it for an interface; peers drop frames from it), and an unspecified, loopback
+// or multicast address, or IPv4 0/8 and 240/4, is no host's (Linux refuses such IPv6 addresses;
+// peers, this stack's neighbour agent among them, take such senders for martians).
+TEST(DeviceConfig, OurMacAndAddressesAreAStationsOwn) {
+  EXPECT_NE(refusal("mac", "00:00:00:00:00:00"), "");
+  EXPECT_NE(refusal("mac", "0:0:0:0:0:0"), "");
+  for (const char* v : {"0.0.0.0", "0.1.2.3/8", "127.0.0.1/8", "224.0.0.1", "239.1.2.3/24",
+                        "240.0.0.1/4", "255.255.255.255"}) {
+    const std::string err = refusal("ipv4", v);
+    EXPECT_NE(err, "") << v;
+    EXPECT_NE(err.find(v), std::string::npos) << err;
+  }
+  for (const char* v : {"::", "::/64", "::1", "::1/128", "ff02::1", "ff05::2/64"}) {
+    const std::string err = refusal("ipv6", v);
+    EXPECT_NE(err, "") << v;
+    EXPECT_NE(err.find(v), std::string::npos) << err;
+  }
+  EXPECT_EQ(refusal("mac", "02:00:00:00:00:00"), "");
+  for (const char* v : {"1.0.0.1/8", "10.0.0.1/24", "126.255.255.254", "223.255.255.1"}) {
+    EXPECT_EQ(refusal("ipv4", v), "") << v;
+  }
+  for (const char* v : {"fe80::1/64", "fd00::1", "2001:db8::1/48", "::2"}) {
+    EXPECT_EQ(refusal("ipv6", v), "") << v;
+  }
+}
+
 TEST(DeviceConfig, AStaticNeighbourIsAnAddressAndAMacAndNothingMore) {
   EXPECT_EQ(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02"), "");
   EXPECT_NE(refusal("neighbor", "10.0.0.2 02:00:00:00:00:02 extra"), "");
@@ -88,6 +115,45 @@ TEST(DeviceConfig, AFileNamesTheLineOfItsFirstError) {
   EXPECT_EQ(devs[0].port, "x");
   EXPECT_EQ(devs[1].ipv6.at(0).prefix_len, 48);
   EXPECT_TRUE(validate(devs[0], &err)) << err;
+}
+
+// A section header is "[device]" or "[device NAME]": "[devicefoo]" is not a device "foo".
+TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
+  for (const char* text :
+       {"[devicefoo]\nport = x\n", "[device_a]\nport = x\n", "[devices b]\nport = x\n"}) {
+    std::vector<DeviceConfig> devs;
+    std::string err;
+    EXPECT_FALSE(parse_config_text(text, &devs, &err)) << text;
+    EXPECT_EQ(err.rfind("line 1: expected [device NAME]", 0), 0u) << err;
+  }
+  std::vector<DeviceConfig> devs;
+  std::string err;
+  ASSERT_TRUE(parse_config_text("[device]\nport = x\n[device\tb]\nport = y\n", &devs, &err)) << err;
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].name, "roce0");
+  EXPECT_EQ(devs[1].name, "b");
+}
+
+// Each device is one ibv device, found by its name: two sections of one name would leave one of
+// them silently unused (the later configuration replaces the earlier).
+TEST(DeviceConfig, TwoDevicesOfOneNameAreRefused) {
+  const struct {
+    const char* text;
+    const char* err;
+  } cases[] = {
+      {"[device a]\nport = x\n[device a]\nport = y\n",
+       "line 3: name: 'a' is already the name of the device of line 1"},
+      {"[device]\nport = x\n[device]\nport = y\n",  // both roce0
+       "line 3: name: 'roce0' is already the name of the device of line 1"},
+      {"port = x\n[device b]\nport = y\nname = roce0\n",  // renamed
+       "line 4: name: 'roce0' is already the name of the device of line 1"},
+  };
+  for (const auto& c : cases) {
+    std::vector<DeviceConfig> devs;
+    std::string err;
+    EXPECT_FALSE(parse_config_text(c.text, &devs, &err)) << c.text;
+    EXPECT_EQ(err, c.err);
+  }
 }
 
 }  // namespace

@@ -738,6 +738,40 @@ TEST_F(NeighborAgentTest, SomeoneElseClaimingOurAddressIsNotLearned) {
   EXPECT_TRUE(table_->entries().empty());
 }
 
+// IPv4 neighbours are kept under their IPv4-mapped GID (::ffff:a.b.c.d), so an IPv6 packet
+// carrying such an address (never valid on the wire, RFC 4291 2.5.5.2; Linux drops these
+// sources) must not reach the table: an NS from ::ffff:10.0.0.2 or an NA for that target would
+// otherwise rewrite, or plant, the IPv4 neighbour's MAC without any ARP.
+TEST_F(NeighborAgentTest, Ipv4MappedAddressesInNdNeverTouchIpv4Entries) {
+  feed(hex(kArpReq));  // learns 10.0.0.2 -> kPeer
+  sink_.resolved.clear();
+  const Gid mapped = kPeerV4;
+  const Gid planted = v4(10, 0, 0, 44);
+  const std::vector<Bytes> cases = {
+      // NS from the mapped address, for our address, with kOther as its link-layer address.
+      icmp6(mcast_mac(solicited(kOurV6)), kOther, mapped, solicited(kOurV6), 255,
+            nd_body(135, 0, kOurV6, 1, kOther)),
+      icmp6(mcast_mac(solicited(kOurV6)), kOther, planted, solicited(kOurV6), 255,
+            nd_body(135, 0, kOurV6, 1, kOther)),
+      // NA (Override) for the mapped address, to all-nodes and to us.
+      icmp6(mcast_mac(v6(0xff02, 1)), kOther, kPeerV6, v6(0xff02, 1), 255,
+            nd_body(136, kO, mapped, 2, kOther)),
+      icmp6(kUs, kOther, kPeerV6, kOurV6, 255, nd_body(136, kS | kO, mapped, 2, kOther)),
+      // Echo from a mapped source.
+      icmp6(kUs, kOther, mapped, kOurV6, 64, {128, 0, 0, 0, 0, 1, 0, 1}),
+  };
+  for (const Bytes& f : cases) {
+    const uint64_t malformed = ctr().malformed;
+    expect_silent(f);
+    EXPECT_EQ(ctr().malformed, malformed + 1) << to_hex(f);
+  }
+  ASSERT_TRUE(table_->lookup(kPeerV4));
+  EXPECT_EQ(*table_->lookup(kPeerV4), kPeer);
+  EXPECT_EQ(entry(planted), nullptr);
+  EXPECT_TRUE(sink_.resolved.empty());
+  EXPECT_EQ(ctr().learned, 1u);
+}
+
 TEST_F(NeighborAgentTest, TableFullStopsLearningButNotAnswering) {
   NeighborConfig cfg;
   cfg.max_entries = 2;

@@ -257,6 +257,32 @@ TEST(NegativeIpv4, OptionsFragmentsChecksum) {
   EXPECT_EQ(parse(cs), ParseError::kIpv4BadChecksum);
 }
 
+// An Ethernet frame is at least 64 bytes with its FCS, and a bridge that adds an 802.1Q tag to a
+// padded minimum frame makes it 68: a tagged frame of up to 64 bytes (without FCS) may carry
+// padding behind a short datagram, as an untagged one of up to 60 does. A ping with a few bytes
+// of data over a VLAN arrives so; it must still reach the neighbour agent as kNotUdp.
+TEST(NegativeIpv4, TaggedMinimumFrameMayCarryPadding) {
+  auto icmp_frame = [](bool tagged, size_t frame_len) {
+    std::vector<uint8_t> f = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2};
+    if (tagged) f.insert(f.end(), {0x81, 0x00, 0x00, 100});
+    f.insert(f.end(), {0x08, 0x00});
+    const size_t l3 = f.size();
+    // IPv4 + an 8-byte ICMP echo request without data: a 28-byte datagram.
+    f.insert(f.end(), {0x45, 0, 0,  28, 0, 1, 0, 0, 64,   kIpProtoIcmp, 0, 0, 10, 0,
+                       0,    2, 10, 0,  0, 1, 8, 0, 0xf7, 0xfe,         0, 1, 0,  0});
+    auto* ip = reinterpret_cast<Ipv4Hdr*>(f.data() + l3);
+    ip->checksum.set(static_cast<uint16_t>(~ipv4_header_checksum(f.data() + l3)));
+    f.resize(frame_len, 0);
+    return f;
+  };
+  EXPECT_EQ(parse(icmp_frame(false, 60)), ParseError::kNotUdp);
+  EXPECT_EQ(parse(icmp_frame(true, 60)), ParseError::kNotUdp);
+  EXPECT_EQ(parse(icmp_frame(true, 64)), ParseError::kNotUdp);
+  // Beyond the minimum, bytes behind the datagram are still refused.
+  EXPECT_EQ(parse(icmp_frame(false, 61)), ParseError::kBadIpLength);
+  EXPECT_EQ(parse(icmp_frame(true, 65)), ParseError::kBadIpLength);
+}
+
 TEST(NegativeIpv6, ExtensionHeaders) {
   for (uint8_t nh : {0, 43, 44, 60, 51, 50, 135}) {
     auto f = make_frame(make_path(IpFamily::kIpv6), op::kRcSendOnly, 64);
