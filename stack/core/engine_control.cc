@@ -210,9 +210,19 @@ bool Engine::build_path(const AhAttr& ah, uint32_t lqpn, uint32_t rqpn, wire::Pa
   return true;
 }
 
+// The neighbour agent learned `ip`'s MAC: a first answer, or a changed address (a gratuitous
+// ARP, an override NA: the peer's NIC or VM moved). Paths waiting for it start; ready paths take
+// the new address, as rxe's do through the kernel's neighbour table, instead of sending to the
+// old one until their retries run out.
 void Engine::on_neighbor_resolved(const Gid& ip) {
   auto mac = neighbors_.lookup(ip);
   if (!mac) return;
+  for (auto& q : qps_) {
+    if (q && q->path_ready_ && q->path_.dst_gid == ip) q->path_.dst_mac = *mac;
+  }
+  for (auto& h : ahs_) {
+    if (h.in_use && h.path_ready && h.path.dst_gid == ip) h.path.dst_mac = *mac;
+  }
   for (auto& q : qps_) {
     if (q && !q->path_ready_ && q->path_.dst_gid == ip) {
       q->path_.dst_mac = *mac;

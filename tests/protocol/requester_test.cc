@@ -17,6 +17,21 @@ using wire::psn_add;
 constexpr uint32_t S0 = ProtocolHarness::kLocalPsn;
 constexpr uint8_t kAck = wire::kAethAckUnlimitedCredits;
 
+// A signalled 16-byte UD SEND through address handle `ah` to QP 0x33.
+int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey) {
+  Sge s{h.addr(), 16, h.rkey()};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.ah = ah;
+  wr.remote_qpn = 0x33;
+  wr.remote_qkey = qkey;
+  return h.qp()->post_send(wr);
+}
+
 std::vector<uint8_t> opcodes(const std::vector<Emitted>& v) {
   std::vector<uint8_t> o;
   for (const auto& e : v) o.push_back(e.opcode());
@@ -337,19 +352,7 @@ TEST(Requester, UdDatagramsToAnAddressThatNeverResolvedAreDropped) {
   at.dgid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 3};
   h.engine().neighbors().add_static(at.dgid, Mac{0x02, 0, 0, 0, 0, 0x03});
   ASSERT_EQ(h.engine().create_ah(pd, at, &known), 0);
-  auto post = [&](uint64_t wr_id, uint32_t ah) {
-    Sge s{h.addr(), 16, h.rkey()};
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
-    wr.ah = ah;
-    wr.remote_qpn = 0x33;
-    wr.remote_qkey = o.qkey;
-    return h.qp()->post_send(wr);
-  };
+  auto post = [&](uint64_t wr_id, uint32_t ah) { return post_ud(h, wr_id, ah, o.qkey); };
   ASSERT_EQ(post(1, lost), 0);
   ASSERT_EQ(post(2, known), 0);
   EXPECT_TRUE(h.exchange().empty());  // the first waits for its MAC, the second behind it
@@ -367,6 +370,60 @@ TEST(Requester, UdDatagramsToAnAddressThatNeverResolvedAreDropped) {
   ASSERT_EQ(post(3, lost), 0);
   EXPECT_EQ(h.exchange().size(), 1u);
   EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
+}
+
+// A peer whose MAC changes once connected (a gratuitous ARP or an override NA: its NIC or VM
+// moved) is followed, by QPs and address handles alike, as rxe follows it through the kernel's
+// neighbour table. Only paths still waiting for a MAC used to take the answer: the others kept
+// sending to the old address until their retries ran out.
+TEST(Requester, FollowsAPeerWhoseMacChanged) {
+  const Mac moved{0x02, 0, 0, 0, 0, 0x09};
+  auto dst_mac = [](const Emitted& e) {
+    Mac m;
+    std::memcpy(m.data(), e.bytes.data(), 6);
+    return m;
+  };
+  {
+    SCOPED_TRACE("RC");
+    ProtocolHarness::Options o;
+    o.peer_mac_known = false;  // learned, not a static entry (those the wire never changes)
+    ProtocolHarness h(o);
+    h.resolve_peer();
+    ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+    auto out = h.exchange();
+    ASSERT_EQ(out.size(), 1u);
+    const Mac before = dst_mac(out[0]);
+    EXPECT_NE(before, moved);
+    h.engine().neighbors().learn(h.peer_gid(), moved);
+    h.engine().on_neighbor_resolved(h.peer_gid());
+    ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+    out = h.exchange();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(dst_mac(out[0]), moved);
+  }
+  {
+    SCOPED_TRACE("UD address handle");
+    ProtocolHarness::Options o;
+    o.qp_type = QpType::kUd;
+    ProtocolHarness h(o);
+    AhAttr at;
+    at.dgid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 3};
+    at.sgid_index = 1;
+    h.engine().neighbors().learn(at.dgid, Mac{0x02, 0, 0, 0, 0, 0x03});
+    uint32_t ah = 0;
+    ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+    auto post = [&](uint64_t wr_id) { return post_ud(h, wr_id, ah, o.qkey); };
+    ASSERT_EQ(post(1), 0);
+    auto out = h.exchange();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(dst_mac(out[0]), (Mac{0x02, 0, 0, 0, 0, 0x03}));
+    h.engine().neighbors().learn(at.dgid, moved);
+    h.engine().on_neighbor_resolved(at.dgid);
+    ASSERT_EQ(post(2), 0);
+    out = h.exchange();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(dst_mac(out[0]), moved);
+  }
 }
 
 TEST(Requester, RnrRetrySevenNeverGivesUp) {
