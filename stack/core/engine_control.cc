@@ -585,12 +585,14 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
       qp->rcv_.epsn = s.rq_psn;
       qp->rcv_.msn = 0;
       if (qp->type() == QpType::kUd) qp->mtu_ = mtu_bytes(active_mtu_);
+      // The responder works from RTR on: its CE marks are answered with CNPs (the NP) and its
+      // READ responses are paced (the RP).
+      cc_setup(*qp);
       set_state(*qp, next);
       break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
         qp->snd_.psn = qp->snd_.comp_psn = qp->snd_.max_psn = s.sq_psn;
-        cc_setup(*qp);
       }
       reset_retry_budgets(*qp);
       qp->snd_.drained_event = false;

@@ -778,4 +778,30 @@ TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
   EXPECT_EQ(out[0].syndrome(), roce::wire::kAethAckUnlimitedCredits);
   EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
 }
+
+// DCQCN starts with the responder, at RTR: a QP that only receives (or has not reached RTS yet)
+// answers CE marks with at most one CNP per interval, and a CNP cuts the rate of its READ
+// responses by alpha/2. Before, the notification and reaction points were set up at RTS only: in
+// RTR every CE-marked packet drew a CNP, and a CNP cut an RP that had never started (Rc 0) to
+// the floor rate.
+TEST(Responder, DcqcnRunsFromRtr) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kDcqcn;
+  o.stop_at_rtr = true;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.qp()->state(), QpState::kRtr);
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  h.set_peer_traffic_class(0x3);  // CE
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  int cnps = 0;
+  for (const Emitted& e : out) cnps += e.opcode() == op::kCnp;
+  EXPECT_EQ(cnps, 1);  // the engine's default interval: 50 us
+  EXPECT_EQ(h.qp()->counters_.cnps_sent, 1u);
+  h.set_peer_traffic_class(0);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  EXPECT_EQ(h.qp()->counters_.cnps_received, 1u);
+  EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), EngineConfig{}.dcqcn.line_gbps / 2);  // alpha 1
+}
 }  // namespace
