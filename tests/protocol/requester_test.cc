@@ -320,6 +320,21 @@ TEST(Requester, ADestinationThatNeverResolvesFailsTheWorkPosted) {
   }
 }
 
+// Posts a signalled 16-byte UD SEND from the start of h.mem() to QP 0x33 behind `ah`.
+int post_ud_send(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey) {
+  Sge s{h.addr(), 16, h.rkey()};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.ah = ah;
+  wr.remote_qpn = 0x33;
+  wr.remote_qkey = qkey;
+  return h.qp()->post_send(wr);
+}
+
 // UD: a datagram for an address handle whose destination never resolved is dropped (UD promises
 // no delivery) instead of holding the send queue, and the datagrams behind it to other
 // destinations, for ever.
@@ -337,19 +352,7 @@ TEST(Requester, UdDatagramsToAnAddressThatNeverResolvedAreDropped) {
   at.dgid = Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 3};
   h.engine().neighbors().add_static(at.dgid, Mac{0x02, 0, 0, 0, 0, 0x03});
   ASSERT_EQ(h.engine().create_ah(pd, at, &known), 0);
-  auto post = [&](uint64_t wr_id, uint32_t ah) {
-    Sge s{h.addr(), 16, h.rkey()};
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
-    wr.ah = ah;
-    wr.remote_qpn = 0x33;
-    wr.remote_qkey = o.qkey;
-    return h.qp()->post_send(wr);
-  };
+  auto post = [&](uint64_t wr_id, uint32_t ah) { return post_ud_send(h, wr_id, ah, o.qkey); };
   ASSERT_EQ(post(1, lost), 0);
   ASSERT_EQ(post(2, known), 0);
   EXPECT_TRUE(h.exchange().empty());  // the first waits for its MAC, the second behind it
@@ -367,6 +370,27 @@ TEST(Requester, UdDatagramsToAnAddressThatNeverResolvedAreDropped) {
   ASSERT_EQ(post(3, lost), 0);
   EXPECT_EQ(h.exchange().size(), 1u);
   EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
+}
+
+// UD: the application's traffic class gives the DSCP; the ECN bits are the stack's, as for RC
+// and UC (modify_qp): a datagram leaves Not-ECT. A sender never marks CE itself (RFC 3168 5);
+// an address handle with traffic class 0x0B sent every datagram CE-marked.
+TEST(Requester, UdDatagramsTakeTheDscpButNotTheEcnBitsOfTheAddressHandle) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  AhAttr at;
+  at.dgid = h.peer_gid();
+  at.sgid_index = 1;
+  at.traffic_class = 2 << 2 | 3;  // DSCP 2, CE
+  uint32_t ah = 0;
+  ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+  ASSERT_EQ(post_ud_send(h, 1, ah, o.qkey), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].info.traffic_class, 2 << 2);
+  EXPECT_EQ(out[0].info.ecn(), wire::Ecn::kNotEct);
+  ASSERT_EQ(h.completions().size(), 1u);
 }
 
 TEST(Requester, RnrRetrySevenNeverGivesUp) {
