@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "../support/scripted_port.h"
 #include "stack/wire/psn.h"
@@ -391,6 +392,42 @@ TEST(Requester, UdDatagramsTakeTheDscpButNotTheEcnBitsOfTheAddressHandle) {
   EXPECT_EQ(out[0].info.traffic_class, 2 << 2);
   EXPECT_EQ(out[0].info.ecn(), wire::Ecn::kNotEct);
   ASSERT_EQ(h.completions().size(), 1u);
+}
+
+// SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
+// UD and UC QPs kept sending every WQE posted while in SQD.
+TEST(Requester, UdAndUcStartNothingNewInSqd) {
+  for (QpType t : {QpType::kUd, QpType::kUc}) {
+    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
+    ProtocolHarness::Options o;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    uint32_t ah = 0;
+    if (t == QpType::kUd) {
+      AhAttr at;
+      at.dgid = h.peer_gid();
+      at.sgid_index = 1;
+      ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+    }
+    auto post = [&](uint64_t wr_id) {
+      return t == QpType::kUd ? post_ud_send(h, wr_id, ah, o.qkey)
+                              : h.post_send(WrOpcode::kSend, wr_id, 0, 16);
+    };
+    QpAttr a;
+    a.qp_state = QpState::kSqd;
+    a.en_sqd_async_notify = 1;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState | kQpEnSqdAsyncNotify), 0);
+    ASSERT_EQ(post(1), 0);
+    EXPECT_TRUE(h.exchange().empty());
+    EXPECT_TRUE(h.completions().empty());
+    const std::optional<AsyncEvent> e = h.engine().next_async_event();  // nothing was in flight
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, AsyncEventType::kSqDrained);
+    a.qp_state = QpState::kRts;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+    EXPECT_EQ(h.exchange().size(), 1u);
+    EXPECT_EQ(h.completions().size(), 1u);
+  }
 }
 
 TEST(Requester, RnrRetrySevenNeverGivesUp) {
