@@ -307,7 +307,7 @@ class Engine {
   void flush_qp(Qp& qp);
 
   // congestion.cc
-  void cc_setup(Qp& qp);     // at RTS: starts the RP
+  void cc_setup(Qp& qp);     // at RTR: starts the RP and the NP
   bool cc_may_send(Qp& qp);  // false: the pacer holds the QP (a timer wakes it)
   void cc_on_sent(Qp& qp, uint32_t frame_len);
   void cc_on_ce(Qp& qp);  // a CE-marked packet arrived for this QP

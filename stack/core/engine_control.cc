@@ -149,6 +149,10 @@ int Engine::create_ah(uint32_t pd, const AhAttr& attr, uint32_t* ah) {
   AddressHandle& h = ahs_[n];
   h.attr = attr;
   if (!build_path(attr, 0, 0, &h.path, &h.path_ready)) return EINVAL;
+  // The ECN bits are the stack's, as for connected QPs (modify_qp): datagrams leave Not-ECT. A
+  // sender never marks CE (RFC 3168 5), and an AH made from a received GRH
+  // (ibv_create_ah_from_wc) carries the ECN field the request arrived with, CE included.
+  h.path.traffic_class = static_cast<uint8_t>(attr.traffic_class & ~3u);
   h.pd = pd;
   h.in_use = true;
   ++pd_users_[pd];
@@ -595,12 +599,14 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
       qp->rcv_.epsn = s.rq_psn;
       qp->rcv_.msn = 0;
       if (qp->type() == QpType::kUd) qp->mtu_ = mtu_bytes(active_mtu_);
+      // The responder works from RTR on: its CE marks are answered with CNPs (the NP) and its
+      // READ responses are paced (the RP).
+      cc_setup(*qp);
       set_state(*qp, next);
       break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
         qp->snd_.psn = qp->snd_.comp_psn = qp->snd_.max_psn = s.sq_psn;
-        cc_setup(*qp);
       }
       reset_retry_budgets(*qp);
       qp->snd_.drained_event = false;

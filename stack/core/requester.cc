@@ -125,6 +125,9 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
     qp.snd_.tail = qp.sq_.prod_acquire();
     uint32_t n = 0;
     while (qp.snd_.send != qp.snd_.tail && n < budget && tx_room()) {
+      // SQD: a UC message under way is finished, nothing new starts (req_can_start for RC);
+      // the transition back to RTS schedules the QP.
+      if (st == QpState::kSqd && qp.snd_.offset == 0) return false;
       SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
       if (!ud_send(qp, w)) return false;
       ++n;

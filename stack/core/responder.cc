@@ -691,6 +691,7 @@ void Engine::ud_receive(Qp& qp, const wire::PacketInfo& info) {
   }
   r.have_wqe = false;
   ++qp.counters_.rx_packets;
+  qp.counters_.rx_bytes += info.frame_len;
   push_cqe(qp.init_.recv_cq, c, info.solicited, &qp);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "../support/scripted_port.h"
 #include "stack/wire/psn.h"
@@ -423,6 +424,63 @@ TEST(Requester, FollowsAPeerWhoseMacChanged) {
     out = h.exchange();
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(dst_mac(out[0]), moved);
+  }
+}
+
+// UD: the application's traffic class gives the DSCP; the ECN bits are the stack's, as for RC
+// and UC (modify_qp): a datagram leaves Not-ECT. A sender never marks CE itself (RFC 3168 5);
+// an address handle with traffic class 0x0B sent every datagram CE-marked.
+TEST(Requester, UdDatagramsTakeTheDscpButNotTheEcnBitsOfTheAddressHandle) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  AhAttr at;
+  at.dgid = h.peer_gid();
+  at.sgid_index = 1;
+  at.traffic_class = 2 << 2 | 3;  // DSCP 2, CE
+  uint32_t ah = 0;
+  ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+  ASSERT_EQ(post_ud(h, 1, ah, o.qkey), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].info.traffic_class, 2 << 2);
+  EXPECT_EQ(out[0].info.ecn(), wire::Ecn::kNotEct);
+  ASSERT_EQ(h.completions().size(), 1u);
+}
+
+// SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
+// UD and UC QPs kept sending every WQE posted while in SQD.
+TEST(Requester, UdAndUcStartNothingNewInSqd) {
+  for (QpType t : {QpType::kUd, QpType::kUc}) {
+    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
+    ProtocolHarness::Options o;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    uint32_t ah = 0;
+    if (t == QpType::kUd) {
+      AhAttr at;
+      at.dgid = h.peer_gid();
+      at.sgid_index = 1;
+      ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+    }
+    auto post = [&](uint64_t wr_id) {
+      return t == QpType::kUd ? post_ud(h, wr_id, ah, o.qkey)
+                              : h.post_send(WrOpcode::kSend, wr_id, 0, 16);
+    };
+    QpAttr a;
+    a.qp_state = QpState::kSqd;
+    a.en_sqd_async_notify = 1;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState | kQpEnSqdAsyncNotify), 0);
+    ASSERT_EQ(post(1), 0);
+    EXPECT_TRUE(h.exchange().empty());
+    EXPECT_TRUE(h.completions().empty());
+    const std::optional<AsyncEvent> e = h.engine().next_async_event();  // nothing was in flight
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->type, AsyncEventType::kSqDrained);
+    a.qp_state = QpState::kRts;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+    EXPECT_EQ(h.exchange().size(), 1u);
+    EXPECT_EQ(h.completions().size(), 1u);
   }
 }
 

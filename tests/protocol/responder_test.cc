@@ -817,4 +817,69 @@ TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
   EXPECT_EQ(out[0].syndrome(), roce::wire::kAethAckUnlimitedCredits);
   EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
 }
+
+// DCQCN starts with the responder, at RTR: a QP that only receives (or has not reached RTS yet)
+// answers CE marks with at most one CNP per interval, and a CNP cuts the rate of its READ
+// responses by alpha/2. Before, the notification and reaction points were set up at RTS only: in
+// RTR every CE-marked packet drew a CNP, and a CNP cut an RP that had never started (Rc 0) to
+// the floor rate.
+TEST(Responder, DcqcnRunsFromRtr) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kDcqcn;
+  o.stop_at_rtr = true;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.qp()->state(), QpState::kRtr);
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  h.set_peer_traffic_class(0x3);  // CE
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  int cnps = 0;
+  for (const Emitted& e : out) cnps += e.opcode() == op::kCnp;
+  EXPECT_EQ(cnps, 1);  // the engine's default interval: 50 us
+  EXPECT_EQ(h.qp()->counters_.cnps_sent, 1u);
+  h.set_peer_traffic_class(0);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  EXPECT_EQ(h.qp()->counters_.cnps_received, 1u);
+  EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), EngineConfig{}.dcqcn.line_gbps / 2);  // alpha 1
+}
+
+// UD (IBA 9.8): the receive buffer gets the 40-byte GRH area (RoCEv2 over IPv4: 20 zero bytes,
+// then the IPv4 header), then the payload; the completion carries the source QP from the DETH,
+// the GRH flag and the immediate. The QP counts the datagram and its bytes, as it does for
+// RC and UC (rx_bytes stayed 0 for UD).
+TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
+  for (bool ipv6 : {false, true}) {
+    SCOPED_TRACE(ipv6 ? "IPv6" : "IPv4");
+    ProtocolHarness::Options o;
+    o.qp_type = QpType::kUd;
+    o.ipv6 = ipv6;
+    ProtocolHarness h(o);
+    h.post_recv(1, 0, 40 + 100);
+    wire::ExtHeaders e;
+    e.deth.qkey.set(o.qkey);
+    e.deth.src_qp.set(0x345);
+    const uint8_t imm[4] = {0x11, 0x22, 0x33, 0x44};
+    std::memcpy(e.imm.data.data(), imm, 4);
+    const auto f = h.peer_frame(op::kUdSendOnlyImm, 7, e, 100, false);
+    EXPECT_TRUE(h.exchange({f}).empty());  // UD answers nothing
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[0].opcode, WcOpcode::kRecv);
+    EXPECT_EQ(c[0].byte_len, 140u);
+    EXPECT_EQ(c[0].src_qp, 0x345u);
+    EXPECT_EQ(c[0].wc_flags, kWcGrh | kWcWithImm);
+    EXPECT_EQ(std::memcmp(&c[0].imm_data, imm, 4), 0);
+    if (ipv6) {
+      EXPECT_EQ(std::memcmp(h.mem(), f.data() + 14, 40), 0);
+    } else {
+      EXPECT_EQ(std::memcmp(h.mem(), std::vector<uint8_t>(20, 0).data(), 20), 0);
+      EXPECT_EQ(std::memcmp(h.mem() + 20, f.data() + 14, 20), 0);
+    }
+    EXPECT_EQ(h.mem()[40], 7);  // the payload's first byte (peer_frame: psn + i)
+    EXPECT_EQ(h.qp()->counters_.rx_packets, 1u);
+    EXPECT_EQ(h.qp()->counters_.rx_bytes, f.size());
+  }
+}
 }  // namespace

@@ -85,6 +85,7 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   cq_ = engine_->create_cq(4096, &err);
   QpInitAttr init;
   init.type = o.qp_type;
+  init.cc = o.cc;
   init.pd = pd;
   init.send_cq = init.recv_cq = cq_;
   init.cap.max_send_wr = init.cap.max_recv_wr = 64;
@@ -100,7 +101,7 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   peer_path_.udp_sport = 0xC123;
 }
 
-// RESET -> INIT -> RTR -> RTS with the harness's attributes (IBA table 91).
+// RESET -> INIT -> RTR [-> RTS] with the harness's attributes (IBA table 91).
 void ProtocolHarness::connect() {
   const bool rc = opts_.qp_type == QpType::kRc;
   const bool ud = opts_.qp_type == QpType::kUd;
@@ -127,6 +128,7 @@ void ProtocolHarness::connect() {
                                   kQpMaxDestRdAtomic | kQpMinRnrTimer
                             : kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
   if (engine_->modify_qp(qp_, a, rtr)) throw std::runtime_error("RTR");
+  if (opts_.stop_at_rtr) return;
   a = QpAttr{};
   a.qp_state = QpState::kRts;
   a.sq_psn = kLocalPsn;

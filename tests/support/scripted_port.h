@@ -82,6 +82,8 @@ class ProtocolHarness {
     // table 91); a UD QP takes datagrams with Q_Key `qkey` from anyone.
     QpType qp_type = QpType::kRc;
     uint32_t qkey = 0x11223344;
+    CcKind cc = CcKind::kEngineDefault;  // the QP's congestion control
+    bool stop_at_rtr = false;            // connect() leaves the QP in RTR (a responder only)
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
@@ -100,13 +102,16 @@ class ProtocolHarness {
   VirtualClock& clock() { return clock_; }
   ScriptedPort& port() { return port_; }
   void destroy_engine() { engine_.reset(); }
-  // Moves the QP from RESET to RTS with the harness's attributes (the constructor does it once).
+  // Moves the QP from RESET to RTS (or RTR: Options::stop_at_rtr) with the harness's attributes
+  // (the constructor does it once).
   void connect();
   // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.
   void resolve_peer();
   // The neighbour agent gives up on the peer's address (its solicitations went unanswered).
   void fail_peer();
   const Gid& peer_gid() const { return peer_gid_; }
+  // IP traffic class (DSCP and ECN) of the frames peer_frame builds from now on.
+  void set_peer_traffic_class(uint8_t tc) { peer_path_.traffic_class = tc; }
 
   // Frames the peer sends to our QP.
   std::vector<uint8_t> peer_frame(uint8_t opcode, uint32_t psn, const wire::ExtHeaders& ext,
