@@ -288,8 +288,15 @@ void Engine::handle_rx(const PktBuf& b) {
   if (ce) ++ctr_.rx_ce;
   if (op.transport == wire::Transport::kCnp) {
     ++ctr_.cnps_received;
+    // A CNP slows its QP down: only one that the QP's peer could have sent counts (the P_Key,
+    // a connected state, the peer's address to ours), not one from any host that guessed a
+    // QP number.
     Qp* q = qp(info.dest_qp);
-    if (q && q->type() == QpType::kRc && q->attr_.qp_state != QpState::kErr) {
+    const QpState st = q ? q->attr_.qp_state : QpState::kReset;
+    if (q && q->type() == QpType::kRc && (info.pkey & 0x7FFF) == 0x7FFF &&
+        (st == QpState::kRtr || st == QpState::kRts || st == QpState::kSqd ||
+         st == QpState::kSqe) &&
+        check_path(*q, info)) {
       cc_on_cnp(*q);
     } else {
       ++ctr_.cnps_ignored;

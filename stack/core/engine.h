@@ -95,9 +95,9 @@ struct EngineCounters {
   uint64_t rx_ce = 0;  // CE-marked RoCE packets received
   uint64_t cnps_sent = 0;
   uint64_t cnps_received = 0;
-  uint64_t cnps_ignored = 0;       // for unknown QPs or QPs without DCQCN
-  uint64_t paced = 0;              // times a QP waited for its pacer
-  uint64_t farewell_acks = 0;      // re-sent last ACKs of destroyed RC QPs
+  uint64_t cnps_ignored = 0;   // unknown QP, not RC, not connected, wrong P_Key or source, no DCQCN
+  uint64_t paced = 0;          // times a QP waited for its pacer
+  uint64_t farewell_acks = 0;  // re-sent last ACKs of destroyed RC QPs
   uint64_t port_budget_waits = 0;  // times a requester waited for the port's in-flight budget
 };
 

@@ -844,6 +844,28 @@ TEST(Responder, DcqcnRunsFromRtr) {
   EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), EngineConfig{}.dcqcn.line_gbps / 2);  // alpha 1
 }
 
+// A CNP slows its QP down only if the QP's peer could have sent it: one from another address
+// (any host that guessed a QP number) is counted and ignored, as other packets from the wrong
+// address are. It used to halve the QP's rate like the peer's own.
+TEST(Responder, ACnpFromAnotherHostIsIgnored) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kDcqcn;
+  ProtocolHarness h(o);
+  const double line = EngineConfig{}.dcqcn.line_gbps;
+  const Gid peer = h.peer_gid();
+  Gid other = peer;
+  other[15] ^= 0x40;
+  h.set_peer_source(other);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  EXPECT_EQ(h.engine().counters().cnps_received, 1u);
+  EXPECT_EQ(h.engine().counters().cnps_ignored, 1u);
+  EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), line);
+  h.set_peer_source(peer);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  EXPECT_EQ(h.engine().counters().cnps_ignored, 1u);
+  EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), line / 2);  // alpha 1
+}
+
 // UD (IBA 9.8): the receive buffer gets the 40-byte GRH area (RoCEv2 over IPv4: 20 zero bytes,
 // then the IPv4 header), then the payload; the completion carries the source QP from the DETH,
 // the GRH flag and the immediate. The QP counts the datagram and its bytes, as it does for

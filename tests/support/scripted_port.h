@@ -112,6 +112,8 @@ class ProtocolHarness {
   const Gid& peer_gid() const { return peer_gid_; }
   // IP traffic class (DSCP and ECN) of the frames peer_frame builds from now on.
   void set_peer_traffic_class(uint8_t tc) { peer_path_.traffic_class = tc; }
+  // Source address of the frames peer_frame builds from now on (another host's, say).
+  void set_peer_source(const Gid& gid) { peer_path_.src_gid = gid; }
 
   // Frames the peer sends to our QP.
   std::vector<uint8_t> peer_frame(uint8_t opcode, uint32_t psn, const wire::ExtHeaders& ext,
