@@ -9,10 +9,14 @@
 
 namespace roce {
 
+// The notification point runs on every QP, whatever congestion control the QP applies to its
+// own sending: the peer's choice is the peer's (a NIC's NP answers CE marks whether or not its
+// own RP is on), and a sender that marks its packets ECT expects CNPs back when a switch marks
+// them CE. Only the reaction point is DCQCN's.
 void Engine::cc_setup(Qp& qp) {
+  qp.cc_.np.init(cfg_.dcqcn);
   if (qp.cc_.kind != CcKind::kDcqcn) return;
   qp.cc_.rp.init(cfg_.dcqcn, now_);
-  qp.cc_.np.init(cfg_.dcqcn);
 }
 
 bool Engine::cc_may_send(Qp& qp) {
@@ -36,7 +40,6 @@ void Engine::cc_on_sent(Qp& qp, uint32_t frame_len) {
 }
 
 void Engine::cc_on_ce(Qp& qp) {
-  if (qp.cc_.kind != CcKind::kDcqcn) return;
   if (qp.cc_.np.on_ce_packet(now_)) send_cnp(qp);
 }
 

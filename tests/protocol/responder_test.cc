@@ -818,6 +818,17 @@ TEST(Responder, WrongSourceAddressAndPkeyAreDropped) {
   EXPECT_EQ(h.engine().counters().rx_pkey_mismatch, 1u);
 }
 
+// Two CE-marked 8-byte SENDs from the peer, each with a receive posted; what the QP sent back.
+std::vector<Emitted> two_ce_marked_sends(ProtocolHarness& h) {
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  h.set_peer_traffic_class(0x3);  // CE
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
+                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  h.set_peer_traffic_class(0);
+  return out;
+}
+
 // DCQCN starts with the responder, at RTR: a QP that only receives (or has not reached RTS yet)
 // answers CE marks with at most one CNP per interval, and a CNP cuts the rate of its READ
 // responses by alpha/2. Before, the notification and reaction points were set up at RTS only: in
@@ -829,11 +840,7 @@ TEST(Responder, DcqcnRunsFromRtr) {
   o.stop_at_rtr = true;
   ProtocolHarness h(o);
   ASSERT_EQ(h.qp()->state(), QpState::kRtr);
-  h.post_recv(1, 0, 256);
-  h.post_recv(2, 256, 256);
-  h.set_peer_traffic_class(0x3);  // CE
-  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
-                         h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  const std::vector<Emitted> out = two_ce_marked_sends(h);
   int cnps = 0;
   for (const Emitted& e : out) cnps += e.opcode() == op::kCnp;
   EXPECT_EQ(cnps, 1);  // the engine's default interval: 50 us
@@ -842,6 +849,26 @@ TEST(Responder, DcqcnRunsFromRtr) {
   EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
   EXPECT_EQ(h.qp()->counters_.cnps_received, 1u);
   EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), EngineConfig{}.dcqcn.line_gbps / 2);  // alpha 1
+}
+
+// The notification point does not depend on the QP's own congestion control: a QP that does not
+// run DCQCN still answers CE marks with CNPs (rate-limited alike), as a NIC's NP does, so that a
+// peer running DCQCN is slowed by a congested switch. Only DCQCN QPs used to send them.
+TEST(Responder, CeMarksDrawCnpsWhateverTheQpsOwnCongestionControl) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kNone;
+  ProtocolHarness h(o);
+  const std::vector<Emitted> out = two_ce_marked_sends(h);
+  int cnps = 0;
+  for (const Emitted& e : out) {
+    if (e.opcode() != op::kCnp) continue;
+    ++cnps;
+    EXPECT_EQ(e.info.dest_qp, ProtocolHarness::kPeerQpn);
+    EXPECT_EQ(e.info.ecn(), wire::Ecn::kNotEct);
+  }
+  EXPECT_EQ(cnps, 1);  // one per 50 us
+  EXPECT_EQ(h.qp()->counters_.cnps_sent, 1u);
+  EXPECT_EQ(h.completions().size(), 2u);
 }
 
 // A CNP slows its QP down only if the QP's peer could have sent it: one from another address
