@@ -162,12 +162,18 @@ void install_cq_ex_ops(ShimCq* cq) {
   c.read_completion_wallclock_ns = &cqx_read_completion_wallclock_ns;
 }
 
+namespace {
+// A fork() child posts nothing (shim.h): the whole list is refused.
+template <typename Wr>
+int refuse_posts(Wr* wr, Wr** bad_wr) {
+  if (bad_wr) *bad_wr = wr;
+  return refuse_in_forked_child();
+}
+}  // namespace
+
 int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ShimQp* qp = to_qp(ibqp);
-  if (forked_child()) {
-    if (bad_wr) *bad_wr = wr;
-    return refuse_in_forked_child();
-  }
+  if (forked_child()) return refuse_posts(wr, bad_wr);
   if (wr && !wr->next) {  // one work request: no batch array to initialise
     SendWr one;
     int rc = to_send_wr(wr, ibqp->qp_type, &one);
@@ -206,10 +212,7 @@ int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int op_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimQp* qp = to_qp(ibqp);
-  if (forked_child()) {
-    if (bad_wr) *bad_wr = wr;
-    return refuse_in_forked_child();
-  }
+  if (forked_child()) return refuse_posts(wr, bad_wr);
   int rc = 0;
   qp->recv_lock.lock();
   for (; wr; wr = wr->next) {
@@ -228,10 +231,7 @@ int op_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 int op_post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ShimSrq* srq = to_srq(ibsrq);
-  if (forked_child()) {
-    if (bad_wr) *bad_wr = wr;
-    return refuse_in_forked_child();
-  }
+  if (forked_child()) return refuse_posts(wr, bad_wr);
   int rc = 0;
   srq->post_lock.lock();
   for (; wr; wr = wr->next) {

@@ -255,9 +255,11 @@ inline ShimQp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<ShimQp*>(q); }
 // inherits the memory but none of the threads: a control verb would wait for ever on the
 // engine thread, an inline poll would take the parent's packets off the shared port, and the
 // library's exit handler would wait on threads that do not exist. In such a child every verb
-// fails at once with EOPNOTSUPP (one line on stderr, the first time), and exit does nothing.
-// Devices must be opened after fork(), or in a program fork() + exec() started.
-inline std::atomic<bool> g_stack_started{false};  // set once a device opened (never cleared)
+// that reaches the stack (those under guard_*, posts, polls, CQ arming, completion-event reads)
+// fails at once with EOPNOTSUPP (one line on stderr, the first time), and exit does nothing;
+// the few that only read the shim's own memory (ibv_query_port, ibv_query_srq, the acks) still
+// answer. Devices must be opened after fork(), or in a program fork() + exec() started.
+inline std::atomic<bool> g_stack_started{false};  // a device open began (never cleared)
 inline std::atomic<bool> g_forked_child{false};   // set in the child of a fork() after that
 inline bool forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
 int refuse_in_forked_child();  // prints the line once; returns EOPNOTSUPP

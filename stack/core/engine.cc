@@ -256,6 +256,17 @@ bool Engine::check_path(const Qp& qp, const PacketInfo& info) {
          std::memcmp(ip.dst.data(), p.src_gid.data() + 12, 4) == 0;
 }
 
+namespace {
+// P_Key: the low 15 bits must match, and at least one side must be a full member (IBA 10.9.3).
+// Our only P_Key is the default 0xFFFF, a full member, so the packet's membership bit does not
+// matter: 0x7FFF (a limited member of the default partition) matches.
+bool pkey_ok(const PacketInfo& info) { return (info.pkey & 0x7FFF) == 0x7FFF; }
+// RESET, INIT and ERR drop what arrives (IBA 10.3.1); RTR on, a QP takes packets.
+bool takes_packets(QpState st) {
+  return st != QpState::kReset && st != QpState::kInit && st != QpState::kErr;
+}
+}  // namespace
+
 void Engine::handle_rx(const PktBuf& b) {
   ++ctr_.rx_frames;
   ctr_.rx_bytes += b.len;
@@ -289,13 +300,10 @@ void Engine::handle_rx(const PktBuf& b) {
   if (op.transport == wire::Transport::kCnp) {
     ++ctr_.cnps_received;
     // A CNP slows its QP down: only one that the QP's peer could have sent counts (the P_Key,
-    // a connected state, the peer's address to ours), not one from any host that guessed a
-    // QP number.
+    // a state that takes packets, the peer's address to ours), not one from any host that
+    // guessed a QP number.
     Qp* q = qp(info.dest_qp);
-    const QpState st = q ? q->attr_.qp_state : QpState::kReset;
-    if (q && q->type() == QpType::kRc && (info.pkey & 0x7FFF) == 0x7FFF &&
-        (st == QpState::kRtr || st == QpState::kRts || st == QpState::kSqd ||
-         st == QpState::kSqe) &&
+    if (q && q->type() == QpType::kRc && pkey_ok(info) && takes_packets(q->attr_.qp_state) &&
         check_path(*q, info)) {
       cc_on_cnp(*q);
     } else {
@@ -316,15 +324,11 @@ void Engine::handle_rx(const PktBuf& b) {
     ++ctr_.rx_wrong_transport;
     return;
   }
-  // P_Key: the low 15 bits must match, and at least one side must be a full member
-  // (IBA 10.9.3). Our only P_Key is the default 0xFFFF, a full member, so the packet's
-  // membership bit does not matter: 0x7FFF (a limited member of the default partition) matches.
-  if ((info.pkey & 0x7FFF) != 0x7FFF) {
+  if (!pkey_ok(info)) {
     ++ctr_.rx_pkey_mismatch;
     return;
   }
-  const QpState st = q->attr_.qp_state;
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kErr) {
+  if (!takes_packets(q->attr_.qp_state)) {
     ++ctr_.rx_bad_qp_state;
     return;
   }
@@ -341,7 +345,7 @@ void Engine::handle_rx(const PktBuf& b) {
   if (ce) cc_on_ce(*q);
   if (op.flags & wire::kOpRequest) {
     resp_handle(*q, info);
-  } else if (st != QpState::kRtr) {
+  } else if (q->attr_.qp_state != QpState::kRtr) {
     comp_handle(*q, info);  // responses need a send queue: RTS, SQD, SQE
     charge_port(*q);
   } else {

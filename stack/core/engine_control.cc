@@ -222,14 +222,9 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
   auto mac = neighbors_.lookup(ip);
   if (!mac) return;
   for (auto& q : qps_) {
-    if (q && q->path_ready_ && q->path_.dst_gid == ip) q->path_.dst_mac = *mac;
-  }
-  for (auto& h : ahs_) {
-    if (h.in_use && h.path_ready && h.path.dst_gid == ip) h.path.dst_mac = *mac;
-  }
-  for (auto& q : qps_) {
-    if (q && !q->path_ready_ && q->path_.dst_gid == ip) {
-      q->path_.dst_mac = *mac;
+    if (!q || q->path_.dst_gid != ip) continue;
+    q->path_.dst_mac = *mac;
+    if (!q->path_ready_) {
       q->path_ready_ = true;
       q->path_failed_ = false;
       schedule_req(*q);
@@ -239,11 +234,10 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
     }
   }
   for (auto& h : ahs_) {
-    if (h.in_use && !h.path_ready && h.path.dst_gid == ip) {
-      h.path.dst_mac = *mac;
-      h.path_ready = true;
-      h.unreachable = false;
-    }
+    if (!h.in_use || h.path.dst_gid != ip) continue;
+    h.path.dst_mac = *mac;
+    h.path_ready = true;
+    h.unreachable = false;
   }
   for (auto& q : qps_) {
     if (q && q->type() == QpType::kUd) schedule_req(*q);
