@@ -135,7 +135,7 @@ void Engine::comp_complete_head(Qp& qp, WcStatus st) {
 
 void Engine::comp_error(Qp& qp, WcStatus st) {
   if (qp.snd_.head != qp.snd_.tail) comp_complete_head(qp, st);
-  qp_error(qp);
+  send_queue_error(qp);
 }
 
 // After progress: restart or stop the retransmit timer, unblock the requester, report a local

@@ -92,6 +92,10 @@ bool Engine::poll() {
       flush_qp(*q);
       return;
     }
+    if (q->attr_.qp_state == QpState::kSqe) {  // sends posted in SQE are flushed
+      flush_sq(*q);
+      return;
+    }
     schedule_req(*q);
   });
 

@@ -302,9 +302,14 @@ class Engine {
   // Moves the QP to ERR and flushes both queues (IBA 10.3.1: error state); a QP on an SRQ
   // then raises Last WQE Reached.
   void qp_error(Qp& qp);
+  // After a send completed in error (IBA 10.3.1): an RC QP goes to ERR; a UD or UC QP goes to
+  // SQE, where its send queue is flushed and its receive queue goes on.
+  void send_queue_error(Qp& qp);
   // Completes what the QP holds with WR_FLUSH_ERR: at the move to ERR, and on each doorbell in
   // ERR.
   void flush_qp(Qp& qp);
+  // The send queue's part of flush_qp: at the move to SQE, and on each doorbell in SQE.
+  void flush_sq(Qp& qp);
 
   // congestion.cc
   void cc_setup(Qp& qp);     // at RTR: starts the RP and the NP

@@ -645,9 +645,19 @@ void Engine::qp_error(Qp& qp) {
   if (qp.init_.srq) raise_event(AsyncEventType::kQpLastWqeReached, qp.qpn());
 }
 
-// Completes every outstanding and posted work request with WR_FLUSH_ERR (IBA 10.3.1.7: in the
-// error state, WRs complete in error whether signalled or not).
-void Engine::flush_qp(Qp& qp) {
+void Engine::send_queue_error(Qp& qp) {
+  if (qp.type() == QpType::kRc) {
+    qp_error(qp);
+    return;
+  }
+  const QpState st = qp.attr_.qp_state;
+  if (st != QpState::kRts && st != QpState::kSqd) return;  // already SQE or ERR
+  set_state(qp, QpState::kSqe);
+  timers_.cancel(qp.cc_.pace);
+  flush_sq(qp);
+}
+
+void Engine::flush_sq(Qp& qp) {
   // Each slot is retired before its completion is pushed (see comp_complete_head).
   const uint32_t prod = qp.sq_.prod_acquire();
   for (uint32_t i = qp.snd_.head; i != prod; ++i) {
@@ -661,7 +671,12 @@ void Engine::flush_qp(Qp& qp) {
   qp.snd_.head = qp.snd_.send = qp.snd_.tail = prod;
   qp.snd_.offset = 0;
   qp.snd_.rd_atomic = 0;
+}
 
+// Completes every outstanding and posted work request with WR_FLUSH_ERR (IBA 10.3.1.7: in the
+// error state, WRs complete in error whether signalled or not).
+void Engine::flush_qp(Qp& qp) {
+  flush_sq(qp);
   auto flush_recv = [&](uint64_t wr_id) {
     Cqe c;
     c.wr_id = wr_id;

@@ -387,7 +387,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
         })) {
       spare_[n_spare_++] = *b;
       complete(err);
-      qp_error(qp);
+      send_queue_error(qp);
       return false;
     }
     s.psn = psn_add(s.psn, 1);
@@ -402,7 +402,8 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   // UD.
   if (w.ah == 0 || w.ah >= ahs_.size() || !ahs_[w.ah].in_use) {
     complete(WcStatus::kLocQpOpErr);
-    return true;
+    send_queue_error(qp);
+    return false;
   }
   AddressHandle& ah = ahs_[w.ah];
   if (!ah.path_ready) {
@@ -417,7 +418,8 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   }
   if (w.length > mtu_bytes(active_mtu_)) {
     complete(WcStatus::kLocLenErr);
-    return true;
+    send_queue_error(qp);
+    return false;
   }
   PktBuf* b = tx_buf();
   if (!b) return false;
@@ -439,7 +441,8 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
   if (!gather(qp, w, 0, payload, w.length, &err)) {
     spare_[n_spare_++] = *b;
     complete(err);
-    return true;
+    send_queue_error(qp);
+    return false;
   }
   finish_frame(b, qp, ah.path, payload, w.length, bth, ext);
   s.psn = psn_add(s.psn, 1);

@@ -18,9 +18,10 @@ using wire::psn_add;
 constexpr uint32_t S0 = ProtocolHarness::kLocalPsn;
 constexpr uint8_t kAck = wire::kAethAckUnlimitedCredits;
 
-// A signalled 16-byte UD SEND through address handle `ah` to QP 0x33.
-int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey) {
-  Sge s{h.addr(), 16, h.rkey()};
+// A signalled 16-byte UD SEND through address handle `ah` to QP 0x33, from `off` in the harness's
+// memory (a UC QP ignores the address handle and the Q_Key).
+int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey, uint64_t off = 0) {
+  Sge s{h.addr(off), 16, h.rkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.sg_list = &s;
@@ -31,6 +32,17 @@ int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey) {
   wr.remote_qpn = 0x33;
   wr.remote_qkey = qkey;
   return h.qp()->post_send(wr);
+}
+
+// An address handle to the harness's peer for a UD QP; 0 for the other types.
+uint32_t peer_ah(ProtocolHarness& h) {
+  uint32_t ah = 0;
+  if (h.qp()->type() != QpType::kUd) return ah;
+  AhAttr at;
+  at.dgid = h.peer_gid();
+  at.sgid_index = 1;
+  EXPECT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+  return ah;
 }
 
 std::vector<uint8_t> opcodes(const std::vector<Emitted>& v) {
@@ -305,10 +317,15 @@ TEST(Requester, ResetForgetsTheSendSlotsOfFlushedWorkRequests) {
 // A destination that never resolves fails the QP's work instead of holding it for ever (rdma-core
 // fails the transition to RTR with ETIMEDOUT when it cannot resolve a RoCE peer): what is posted
 // completes with RETRY_EXC_ERR, at once if it waits, or at the next post, whatever retry_cnt says.
+// An RC QP goes to ERR, a UC QP to SQE (a UC send queue error).
 TEST(Requester, ADestinationThatNeverResolvesFailsTheWorkPosted) {
-  for (const bool posted_first : {true, false}) {
-    SCOPED_TRACE(posted_first);
+  for (const auto& [type, posted_first] : {std::pair{QpType::kRc, true},
+                                           {QpType::kRc, false},
+                                           {QpType::kUc, true},
+                                           {QpType::kUc, false}}) {
+    SCOPED_TRACE(::testing::Message() << (type == QpType::kRc ? "RC " : "UC ") << posted_first);
     ProtocolHarness::Options o;
+    o.qp_type = type;
     o.peer_mac_known = false;  // retry_cnt 7: retransmissions would never give up
     ProtocolHarness h(o);
     if (posted_first) {
@@ -331,7 +348,7 @@ TEST(Requester, ADestinationThatNeverResolvesFailsTheWorkPosted) {
     EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
     EXPECT_EQ(c[1].wr_id, 2u);
     EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
-    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+    EXPECT_EQ(h.qp()->state(), type == QpType::kRc ? QpState::kErr : QpState::kSqe);
     EXPECT_EQ(h.engine().counters().neighbor_failed_sends, 1u);
   }
 }
@@ -456,17 +473,8 @@ TEST(Requester, UdAndUcStartNothingNewInSqd) {
     ProtocolHarness::Options o;
     o.qp_type = t;
     ProtocolHarness h(o);
-    uint32_t ah = 0;
-    if (t == QpType::kUd) {
-      AhAttr at;
-      at.dgid = h.peer_gid();
-      at.sgid_index = 1;
-      ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
-    }
-    auto post = [&](uint64_t wr_id) {
-      return t == QpType::kUd ? post_ud(h, wr_id, ah, o.qkey)
-                              : h.post_send(WrOpcode::kSend, wr_id, 0, 16);
-    };
+    const uint32_t ah = peer_ah(h);
+    auto post = [&](uint64_t wr_id) { return post_ud(h, wr_id, ah, o.qkey); };
     QpAttr a;
     a.qp_state = QpState::kSqd;
     a.en_sqd_async_notify = 1;
@@ -481,6 +489,60 @@ TEST(Requester, UdAndUcStartNothingNewInSqd) {
     ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
     EXPECT_EQ(h.exchange().size(), 1u);
     EXPECT_EQ(h.completions().size(), 1u);
+  }
+}
+
+// IBA 10.3.1: a UD or UC send that completes in error moves the QP to SQE, not ERR. The failed
+// WQE completes with its error, every later send is flushed, receives go on, and modify to RTS
+// resumes sending. (Every UD local error left the QP in RTS, sending the next WQE; UC went to ERR.)
+TEST(Requester, UdAndUcLocalSendErrorsMoveTheQpToSqe) {
+  for (QpType t : {QpType::kUd, QpType::kUc}) {
+    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
+    ProtocolHarness::Options o;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    const uint32_t ah = peer_ah(h);
+    auto post = [&](uint64_t wr_id, uint64_t off) { return post_ud(h, wr_id, ah, o.qkey, off); };
+    const uint64_t bad = h.mem_size() - 8;  // 16 bytes from there pass the region's end
+    ASSERT_EQ(post(1, bad), 0);
+    ASSERT_EQ(post(2, 0), 0);
+    EXPECT_TRUE(h.exchange().empty());
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kLocProtErr);
+    EXPECT_EQ(c[1].wr_id, 2u);
+    EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+    EXPECT_EQ(h.qp()->state(), QpState::kSqe);
+    // A send posted in SQE is flushed.
+    ASSERT_EQ(post(3, 0), 0);
+    EXPECT_TRUE(h.exchange().empty());
+    c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 3u);
+    EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+    // The receive queue still works.
+    h.post_recv(10, 0, 256);
+    wire::ExtHeaders e;
+    e.deth.qkey.set(o.qkey);
+    e.deth.src_qp.set(0x33);
+    EXPECT_TRUE(h.exchange({h.peer_frame(t == QpType::kUd ? op::kUdSendOnly : op::kUcBase + 0x04,
+                                         ProtocolHarness::kPeerPsn, e, 8, false)})
+                    .empty());
+    c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 10u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    // Back to RTS: sending resumes.
+    QpAttr a;
+    a.qp_state = QpState::kRts;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+    ASSERT_EQ(post(4, 0), 0);
+    EXPECT_EQ(h.exchange().size(), 1u);
+    c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 4u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
   }
 }
 
