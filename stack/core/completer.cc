@@ -159,13 +159,19 @@ void Engine::comp_progress(Qp& qp) {
   } else {
     stop_retransmit(qp);
   }
-  if (qp.attr_.qp_state == QpState::kSqd && s.head == s.send && !s.drained_event &&
-      psn_diff(s.max_psn, s.comp_psn) <= 0) {
-    s.drained_event = true;
-    qp.attr_.sq_draining = 0;
-    if (qp.attr_.en_sqd_async_notify) raise_event(AsyncEventType::kSqDrained, qp.qpn());
-  }
+  note_drained(qp);
   if (s.send != qp.sq_.prod_acquire()) schedule_req(qp);
+}
+
+// IBA 11.6.3: in SQD, the SQ Drained event comes once, when no message is under way (none
+// partly sent, nothing unacknowledged).
+void Engine::note_drained(Qp& qp) {
+  auto& s = qp.snd_;
+  if (qp.attr_.qp_state != QpState::kSqd || s.drained_event) return;
+  if (s.head != s.send || s.offset != 0 || psn_diff(s.max_psn, s.comp_psn) > 0) return;
+  s.drained_event = true;
+  qp.attr_.sq_draining = 0;
+  if (qp.attr_.en_sqd_async_notify) raise_event(AsyncEventType::kSqDrained, qp.qpn());
 }
 
 // Completes, in order, every SEND/WRITE WQE whose last PSN is at or before `psn` (a coalesced

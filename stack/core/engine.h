@@ -341,6 +341,7 @@ class Engine {
   void comp_timeout(Qp& qp);
   void comp_rnr_expired(Qp& qp);
   void comp_progress(Qp& qp);
+  void note_drained(Qp& qp);  // SQD: raises SQ Drained once nothing is under way
   void arm_retransmit(Qp& qp);
   void rearm_retransmit(Qp& qp);
   void stop_retransmit(Qp& qp);

@@ -492,6 +492,57 @@ TEST(Requester, UdAndUcStartNothingNewInSqd) {
   }
 }
 
+// SQD's drained event (IBA 11.6.3) comes once the message under way has left: a UC message cut
+// short by a port that takes nothing is still sending when the QP enters SQD. The event came at
+// once, before the rest of the message.
+TEST(Requester, UcSqDrainedComesAfterTheMessageUnderWay) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUc;
+  ProtocolHarness h(o);
+  const uint32_t packets = 512;  // more than the engine's transmit queue holds
+  h.port().tx_limit = 1;
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, packets * h.mtu()), 0);
+  const size_t first = h.exchange().size();
+  ASSERT_GE(first, 1u);
+  ASSERT_TRUE(h.completions().empty()) << "the message should still be under way";
+  QpAttr a;
+  a.qp_state = QpState::kSqd;
+  a.en_sqd_async_notify = 1;
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState | kQpEnSqdAsyncNotify), 0);
+  EXPECT_FALSE(h.engine().next_async_event().has_value()) << "drained with a message under way";
+  h.port().tx_limit = 1u << 30;
+  EXPECT_EQ(first + h.exchange().size(), packets);
+  const std::optional<AsyncEvent> e = h.engine().next_async_event();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->type, AsyncEventType::kSqDrained);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
+// The same for RC: a message held by the go-back-N window, whose packets sent so far are all
+// acknowledged, is still under way.
+TEST(Requester, RcSqDrainedComesAfterTheMessageUnderWay) {
+  ProtocolHarness::Options o;
+  o.max_inflight_psns = 4;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 8 * h.mtu()), 0);
+  ASSERT_EQ(h.exchange().size(), 4u);
+  QpAttr a;
+  a.qp_state = QpState::kSqd;
+  a.en_sqd_async_notify = 1;
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState | kQpEnSqdAsyncNotify), 0);
+  EXPECT_FALSE(h.engine().next_async_event().has_value());
+  // The first four packets are acknowledged: the other four leave.
+  EXPECT_EQ(h.exchange({h.peer_frame(op::kRcAck, psn_add(S0, 3), h.aeth(kAck, 0))}).size(), 4u);
+  EXPECT_FALSE(h.engine().next_async_event().has_value()) << "drained with a message under way";
+  h.exchange({h.peer_frame(op::kRcAck, psn_add(S0, 7), h.aeth(kAck, 1))});
+  const std::optional<AsyncEvent> e = h.engine().next_async_event();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->type, AsyncEventType::kSqDrained);
+  EXPECT_EQ(h.completions().size(), 1u);
+}
+
 // IBA 10.3.1: a UD or UC send that completes in error moves the QP to SQE, not ERR. The failed
 // WQE completes with its error, every later send is flushed, receives go on, and modify to RTS
 // resumes sending. (Every UD local error left the QP in RTS, sending the next WQE; UC went to ERR.)
