@@ -20,8 +20,9 @@ namespace {
 
 constexpr uint32_t kBatch = 16;  // work requests converted per post_send_list call
 
-// Fills `out` from `wr`; 0 or EINVAL.
-int to_send_wr(const ibv_send_wr* wr, ibv_qp_type type, SendWr* out) {
+// Fills `out` from `wr` for `qp`; 0 or EINVAL (a UD address handle missing or of another
+// protection domain than the QP's, as rdmavt refuses it).
+int to_send_wr(const ibv_send_wr* wr, const ibv_qp* qp, SendWr* out) {
   if (wr->num_sge < 0 || static_cast<uint32_t>(wr->opcode) > IBV_WR_SEND_WITH_INV) return EINVAL;
   out->wr_id = wr->wr_id;
   out->sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
@@ -30,8 +31,8 @@ int to_send_wr(const ibv_send_wr* wr, ibv_qp_type type, SendWr* out) {
   // FENCE, SIGNALED, SOLICITED, INLINE; IP_CSUM concerns raw packet QPs only.
   out->send_flags = static_cast<uint8_t>(wr->send_flags & 0xF);
   out->imm_data = wr->imm_data;  // or invalidate_rkey: the same 32 bits
-  if (type == IBV_QPT_UD) {
-    if (!wr->wr.ud.ah) return EINVAL;
+  if (qp->qp_type == IBV_QPT_UD) {
+    if (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->pd) return EINVAL;
     out->ah = to_ah(wr->wr.ud.ah)->id;
     out->remote_qpn = wr->wr.ud.remote_qpn;
     out->remote_qkey = wr->wr.ud.remote_qkey;
@@ -176,7 +177,7 @@ int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (forked_child()) return refuse_posts(wr, bad_wr);
   if (wr && !wr->next) {  // one work request: no batch array to initialise
     SendWr one;
-    int rc = to_send_wr(wr, ibqp->qp_type, &one);
+    int rc = to_send_wr(wr, ibqp, &one);
     if (!rc) {
       qp->send_lock.lock();
       rc = qp->q->post_send(one);
@@ -192,7 +193,7 @@ int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   while (wr && !rc) {
     uint32_t n = 0;
     for (; wr && n < kBatch; wr = wr->next) {
-      rc = to_send_wr(wr, ibqp->qp_type, &batch[n]);
+      rc = to_send_wr(wr, ibqp, &batch[n]);
       if (rc) break;
       origin[n++] = wr;
     }

@@ -165,7 +165,7 @@ void wr_atomic_write(ibv_qp_ex* qx, uint32_t, uint64_t, const void*) {
 
 void wr_set_ud_addr(ibv_qp_ex* qx, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (SendWr* w = current(qx)) {
-    if (!ah) {
+    if (!ah || ah->pd != qx->qp_base.pd) {  // as ibv_post_send: the QP's own PD
       fail(qp_of(qx), EINVAL);
       return;
     }

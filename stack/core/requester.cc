@@ -403,8 +403,8 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     return true;
   }
 
-  // UD.
-  if (w.ah == 0 || w.ah >= ahs_.size() || !ahs_[w.ah].in_use) {
+  // UD: an address handle of the QP's own protection domain (as rdmavt checks at post).
+  if (w.ah == 0 || w.ah >= ahs_.size() || !ahs_[w.ah].in_use || ahs_[w.ah].pd != qp.init_.pd) {
     complete(WcStatus::kLocQpOpErr);
     send_queue_error(qp);
     return false;

@@ -34,15 +34,19 @@ int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey, uint
   return h.qp()->post_send(wr);
 }
 
-// An address handle to the harness's peer for a UD QP; 0 for the other types.
-uint32_t peer_ah(ProtocolHarness& h) {
+// An address handle to the harness's peer in protection domain `pd`.
+uint32_t peer_ah_in(ProtocolHarness& h, uint32_t pd) {
   uint32_t ah = 0;
-  if (h.qp()->type() != QpType::kUd) return ah;
   AhAttr at;
   at.dgid = h.peer_gid();
   at.sgid_index = 1;
-  EXPECT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+  EXPECT_EQ(h.engine().create_ah(pd, at, &ah), 0);
   return ah;
+}
+
+// An address handle to the harness's peer for a UD QP; 0 for the other types.
+uint32_t peer_ah(ProtocolHarness& h) {
+  return h.qp()->type() == QpType::kUd ? peer_ah_in(h, h.qp()->init_attr().pd) : 0;
 }
 
 std::vector<uint8_t> opcodes(const std::vector<Emitted>& v) {
@@ -541,6 +545,20 @@ TEST(Requester, RcSqDrainedComesAfterTheMessageUnderWay) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->type, AsyncEventType::kSqDrained);
   EXPECT_EQ(h.completions().size(), 1u);
+}
+
+// A UD QP sends only through address handles of its own protection domain (as rdmavt checks):
+// one of another PD is a local QP operation error, and the QP goes to SQE. It was sent.
+TEST(Requester, UdAddressHandleOfAnotherPdIsRefused) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  ASSERT_EQ(post_ud(h, 1, peer_ah_in(h, h.engine().alloc_pd()), o.qkey), 0);
+  EXPECT_TRUE(h.exchange().empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kLocQpOpErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kSqe);
 }
 
 // IBA 10.3.1: a UD or UC send that completes in error moves the QP to SQE, not ERR. The failed

@@ -450,24 +450,8 @@ TEST_F(VerbsTest, WorkRequestBuilderImmediatesAtomicsAndUd) {
   xa.send_ops_flags = IBV_QP_EX_WITH_SEND;
   ibv_qp* uq = ibv_create_qp_ex(ctx_[0], &xa);
   ASSERT_NE(uq, nullptr);
-  for (ibv_qp* q : {uq, v.qp}) {
-    ibv_qp_attr at{};
-    at.qp_state = IBV_QPS_INIT;
-    at.port_num = 1;
-    at.qkey = 0x1234;
-    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
-              0);
-    at.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE), 0);
-    at.qp_state = IBV_QPS_RTS;
-    ASSERT_EQ(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-  }
-  ibv_ah_attr ah{};
-  ah.is_global = 1;
-  ah.port_num = 1;
-  ah.grh.sgid_index = 1;
-  ah.grh.dgid = gid_of(ctx_[1], 1);
-  ibv_ah* to_v = ibv_create_ah(u.pd, &ah);
+  for (ibv_qp* q : {uq, v.qp}) ASSERT_EQ(ud_up(q, 0x1234), 0);
+  ibv_ah* to_v = ah_to(u.pd, ctx_[1], 1);
   ASSERT_NE(to_v, nullptr);
   ASSERT_EQ(post_recv(v.qp, 90, v, 0, 40 + 256), 0);
   std::memcpy(u.buf->p, "datagram", 8);
@@ -486,6 +470,16 @@ TEST_F(VerbsTest, WorkRequestBuilderImmediatesAtomicsAndUd) {
   EXPECT_EQ(wv[0].src_qp, uq->qp_num);
   EXPECT_EQ(std::memcmp(v.buf->p + 40, "datagram", 8), 0);
   EXPECT_EQ(wait_wc(u.cq, 1).size(), 1u);
+  // An address handle of another protection domain is refused, as by ibv_post_send.
+  ibv_ah* foreign = ah_to(v.pd, ctx_[1], 1);
+  ASSERT_NE(foreign, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 4;
+  ibv_wr_send(qx);
+  ibv_wr_set_ud_addr(qx, foreign, v.qp->qp_num, 0x1234);
+  ibv_wr_set_sge(qx, u.mr->lkey, u.buf->addr(), 8);
+  EXPECT_EQ(ibv_wr_complete(qx), EINVAL);
+  EXPECT_EQ(ibv_destroy_ah(foreign), 0);
   EXPECT_EQ(ibv_destroy_ah(to_v), 0);
   EXPECT_EQ(ibv_destroy_qp(uq), 0);
 }
@@ -496,29 +490,11 @@ TEST_F(VerbsTest, UdCarriesTheGrhArea) {
     Side a, b;
     make_side(a, 0, 1 << 16, IBV_QPT_UD);
     make_side(b, 1, 1 << 16, IBV_QPT_UD);
-    for (Side* s : {&a, &b}) {
-      ibv_qp_attr at{};
-      at.qp_state = IBV_QPS_INIT;
-      at.port_num = 1;
-      at.qkey = 0x11111111;
-      ASSERT_EQ(
-          ibv_modify_qp(s->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
-          0);
-      at = ibv_qp_attr{};
-      at.qp_state = IBV_QPS_RTR;
-      ASSERT_EQ(ibv_modify_qp(s->qp, &at, IBV_QP_STATE), 0);
-      at.qp_state = IBV_QPS_RTS;
-      at.sq_psn = 1;
-      ASSERT_EQ(ibv_modify_qp(s->qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-    }
-    ibv_ah_attr ah{};
-    ah.is_global = 1;
-    ah.port_num = 1;
-    ah.grh.sgid_index = static_cast<uint8_t>(gid);
-    ah.grh.hop_limit = 1;
-    ah.grh.dgid = gid_of(ctx_[1], gid);
-    ibv_ah* to_b = ibv_create_ah(a.pd, &ah);
+    for (Side* s : {&a, &b}) ASSERT_EQ(ud_up(s->qp, 0x11111111), 0);
+    ibv_ah* to_b = ah_to(a.pd, ctx_[1], gid);
     ASSERT_NE(to_b, nullptr);
+    ibv_ah_attr ah{};
+    ah.port_num = 1;
     ah.is_global = 0;
     EXPECT_EQ(ibv_create_ah(a.pd, &ah), nullptr);  // RoCE needs the GRH
     ASSERT_EQ(post_recv(b.qp, 1, b, 0, 40 + 4096), 0);
@@ -567,6 +543,70 @@ TEST_F(VerbsTest, UdCarriesTheGrhArea) {
     EXPECT_EQ(ibv_destroy_ah(back), 0);
     EXPECT_EQ(ibv_destroy_ah(to_b), 0);
   }
+}
+
+// A UD send that completes in error moves the QP to SQE (IBA 10.3.1): later sends flush until
+// ibv_modify_qp to RTS, then they go again. An address handle of another protection domain is
+// refused at post with EINVAL (as rdmavt does).
+TEST_F(VerbsTest, UdSendErrorsMoveTheQpToSqeUntilRts) {
+  Side a, b;
+  make_side(a, 0, 1 << 16, IBV_QPT_UD);
+  make_side(b, 1, 1 << 16, IBV_QPT_UD);
+  for (Side* s : {&a, &b}) ASSERT_EQ(ud_up(s->qp, 0x1234), 0);
+  ibv_ah* to_b = ah_to(a.pd, ctx_[1], 1);
+  ASSERT_NE(to_b, nullptr);
+  ibv_pd* other_pd = ibv_alloc_pd(a.ctx);
+  ASSERT_NE(other_pd, nullptr);
+  ibv_ah* foreign = ah_to(other_pd, ctx_[1], 1);
+  ASSERT_NE(foreign, nullptr);
+
+  ibv_sge s{a.buf->addr(), 8, a.mr->lkey};
+  ibv_send_wr w{};
+  w.wr_id = 1;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_SIGNALED;
+  w.wr.ud.ah = foreign;
+  w.wr.ud.remote_qpn = b.qp->qp_num;
+  w.wr.ud.remote_qkey = 0x1234;
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(a.qp, &w, &bad), EINVAL);
+  EXPECT_EQ(bad, &w);
+
+  // 8 bytes from 4 before the region's end: a local protection error.
+  w.wr.ud.ah = to_b;
+  s.addr = a.buf->addr((1 << 16) - 4);
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  s.addr = a.buf->addr();
+  w.wr_id = 2;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  auto wa = wait_wc(a.cq, 2);
+  ASSERT_EQ(wa.size(), 2u);
+  EXPECT_EQ(wa[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(wa[1].status, IBV_WC_WR_FLUSH_ERR);
+  ibv_qp_attr at{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &at, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_SQE);
+
+  at = ibv_qp_attr{};
+  at.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE), 0);
+  ASSERT_EQ(post_recv(b.qp, 3, b, 0, 40 + 8), 0);
+  std::memcpy(a.buf->p, "datagram", 8);
+  w.wr_id = 4;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  auto wb = wait_wc(b.cq, 1);
+  ASSERT_EQ(wb.size(), 1u);
+  EXPECT_EQ(wb[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(b.buf->p + 40, "datagram", 8), 0);
+  wa = wait_wc(a.cq, 1);
+  ASSERT_EQ(wa.size(), 1u);
+  EXPECT_EQ(wa[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(ibv_destroy_ah(foreign), 0);
+  EXPECT_EQ(ibv_destroy_ah(to_b), 0);
+  EXPECT_EQ(ibv_dealloc_pd(other_pd), 0);
 }
 
 TEST_F(VerbsTest, SrqLimitRaisesAnAsyncEvent) {

@@ -141,6 +141,33 @@ class VerbsTest : public ::testing::Test {
     return g;
   }
 
+  // RESET -> INIT -> RTR -> RTS for a UD QP with Q_Key `qkey`; 0 or the failing call's error.
+  static int ud_up(ibv_qp* qp, uint32_t qkey) {
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.port_num = 1;
+    at.qkey = qkey;
+    int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    if (rc) return rc;
+    at = ibv_qp_attr{};
+    at.qp_state = IBV_QPS_RTR;
+    if ((rc = ibv_modify_qp(qp, &at, IBV_QP_STATE))) return rc;
+    at.qp_state = IBV_QPS_RTS;
+    at.sq_psn = 1;
+    return ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN);
+  }
+
+  // An address handle in `pd` to `peer_ctx`'s GID of index `gid`.
+  static ibv_ah* ah_to(ibv_pd* pd, ibv_context* peer_ctx, int gid) {
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ah.grh.sgid_index = static_cast<uint8_t>(gid);
+    ah.grh.hop_limit = 1;
+    ah.grh.dgid = gid_of(peer_ctx, gid);
+    return ibv_create_ah(pd, &ah);
+  }
+
   // RESET -> INIT -> RTR -> RTS for an RC QP towards `peer` (its QPN and its GID of `gid`), with
   // rc_connect.h's attributes.
   static int connect_rc(ibv_qp* qp, ibv_qp* peer, ibv_context* peer_ctx, int gid,
