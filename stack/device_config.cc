@@ -380,6 +380,11 @@ bool validate(const DeviceConfig& c, std::string* err) {
     *err = c.name + ": no address given (ipv4 = ... and/or ipv6 = ...)";
     return false;
   }
+  if (!c.ipv6.empty() && c.mtu < 1280) {
+    *err = c.name + ": mtu " + std::to_string(c.mtu) +
+           " is below IPv6's minimum of 1280 (RFC 8200), and ipv6 is set";
+    return false;
+  }
   if (c.pcp && !c.vlan) {
     *err = c.name + ": pcp needs a vlan (priority travels in the 802.1Q tag)";
     return false;

@@ -35,13 +35,14 @@ struct StaticNeighbor {
 };
 
 struct DeviceConfig {
-  std::string name = "roce0";    // the ibv device name
-  std::string port;              // DPDK devargs: vdev string or PCI address (required)
-  std::optional<Mac> mac;        // default: the port's own MAC
-  std::vector<IpPrefix> ipv4;    // the first one is GID index 1
-  std::vector<IpPrefix> ipv6;    // GID index 0 is fe80::/64 from the MAC; these follow
-  uint32_t mtu = 1500;           // link MTU (IP packet size); the IB path MTU follows from it
-  bool ecn = false;              // mark data packets ECT(0) (DCQCN)
+  std::string name = "roce0";  // the ibv device name
+  std::string port;            // DPDK devargs: vdev string or PCI address (required)
+  std::optional<Mac> mac;      // default: the port's own MAC
+  std::vector<IpPrefix> ipv4;  // the first one is GID index 1
+  std::vector<IpPrefix> ipv6;  // GID index 0 is fe80::/64 from the MAC; these follow
+  uint32_t mtu = 1500;  // link MTU (IP packet size, 576..9000; 1280 up with ipv6); the IB path MTU
+                        // follows from it
+  bool ecn = false;     // mark data packets ECT(0) (DCQCN)
   std::optional<uint16_t> vlan;  // 802.1Q VLAN id
   uint8_t pcp = 0;               // 802.1Q priority (only with a VLAN)
   std::vector<StaticNeighbor> neighbors;

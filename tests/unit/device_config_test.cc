@@ -117,6 +117,22 @@ TEST(DeviceConfig, AFileNamesTheLineOfItsFirstError) {
   EXPECT_TRUE(validate(devs[0], &err)) << err;
 }
 
+// IPv6 needs links of 1280 bytes or more (RFC 8200 5): an IPv6 address on a device whose MTU is
+// smaller is refused, naming both; IPv4 alone may use any MTU from 576.
+TEST(DeviceConfig, AnIpv6AddressNeedsAnMtuOf1280) {
+  DeviceConfig c;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("name=d;port=x;ipv6=fd00::1;mtu=1279", &c, &err)) << err;
+  EXPECT_FALSE(validate(c, &err));
+  EXPECT_EQ(err, "d: mtu 1279 is below IPv6's minimum of 1280 (RFC 8200), and ipv6 is set");
+  c = DeviceConfig{};
+  ASSERT_TRUE(parse_device_string("name=d;port=x;ipv6=fd00::1;mtu=1280", &c, &err)) << err;
+  EXPECT_TRUE(validate(c, &err)) << err;
+  c = DeviceConfig{};
+  ASSERT_TRUE(parse_device_string("name=d;port=x;ipv4=10.0.0.1;mtu=576", &c, &err)) << err;
+  EXPECT_TRUE(validate(c, &err)) << err;
+}
+
 // A section header is "[device]" or "[device NAME]": "[devicefoo]" is not a device "foo".
 TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
   for (const char* text :
