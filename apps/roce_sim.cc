@@ -9,9 +9,11 @@
 // passed, 1 if any failed, 2 on bad arguments.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/roce_sim_scenario.h"
@@ -23,22 +25,17 @@ namespace {
 using namespace roce;
 using namespace roce::sim;
 
+// Digits only: std::stoull would also take "-3" (as 2^64 - 3), "+3" and leading blanks.
+bool parse_seed(std::string_view s, uint64_t* v) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
 bool parse_range(const std::string& s, uint64_t* a, uint64_t* b) {
   const auto dash = s.find('-');
-  try {
-    size_t pos = 0;
-    if (dash == std::string::npos) {
-      *a = *b = std::stoull(s, &pos);
-      return pos == s.size();
-    }
-    *a = std::stoull(s.substr(0, dash), &pos);
-    if (pos != dash) return false;
-    const std::string rest = s.substr(dash + 1);
-    *b = std::stoull(rest, &pos);
-    return pos == rest.size() && *a <= *b;
-  } catch (...) {
-    return false;
-  }
+  if (dash == std::string::npos) return parse_seed(s, a) && parse_seed(s, b);
+  const std::string_view v(s);
+  return parse_seed(v.substr(0, dash), a) && parse_seed(v.substr(dash + 1), b) && *a <= *b;
 }
 
 std::string describe(const LinkConfig& l) {
@@ -154,7 +151,7 @@ int main(int argc, char** argv) {
 
   uint64_t passed = 0, failed = 0, total_ops = 0, total_bytes = 0, retx = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t seed = first; seed <= last; ++seed) {
+  for (uint64_t seed = first;; ++seed) {  // to `last` inclusive, which may be 2^64 - 1
     // Everything is drawn from the seed, always in the same order; options then override.
     Rng r(seed * 0x2545F4914F6CDD1Dull + 1);
     WorkloadConfig cfg;
@@ -206,6 +203,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(seed), options.c_str());
     }
     std::fflush(stdout);
+    if (seed == last) break;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# roce-sim's command line: every bad value is one line on stderr naming it and exit 2, within
+# seconds (never a run that goes on for ever); good edge values run.
+#
+# Usage: roce_sim_cli_test.sh ROCE_SIM
+set -uo pipefail
+SIM=${1:?roce-sim binary}
+CLI_TOOL=$SIM
+source "$(dirname "$0")/../support/expect_cli.sh"
+
+# runs PATTERN ARGS...: exit 0 within 20 s, stdout matching PATTERN.
+runs() {
+  local pattern=$1
+  shift
+  local out rc
+  out=$(timeout 20 "$SIM" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne 0 || ! $out =~ $pattern ]]; then
+    echo "FAIL: roce-sim $*: exit $rc (want 0), output: $(tail -n 3 <<<"$out")"
+    fails=$((fails + 1))
+  else
+    echo "ok: roce-sim $* -> 0"
+  fi
+}
+
+expect 2 "--seeds: '9-3' is not a seed or a range A-B" --seeds 9-3
+expect 2 "--seeds: '5--3' is not a seed or a range A-B" --seeds 5--3  # not 5..2^64-3
+expect 2 "--seeds: '-3' is not a seed or a range A-B" --seeds=-3
+expect 2 "--seeds: '1-18446744073709551616' is not a seed or a range A-B" \
+  --seeds 1-18446744073709551616
+runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
+runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
+  --qps 1 --ops 1
+
+((fails == 0)) || { echo "$fails failed"; exit 1; }
+echo "PASS"
