@@ -4,7 +4,8 @@
 //                             parsed fields and compare byte for byte; per-opcode summary;
 //                             exit 1 if any frame fails
 //   roce-pcap dump FILE...    one line per RoCEv2 frame
-// Both exit 2 if a file cannot be read to its end or is not an Ethernet capture.
+// Both exit 2 if a file cannot be read to its end or is not an Ethernet capture, and on a bad
+// argument (one line on stderr).
 #include <CLI/CLI.hpp>
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "apps/common/pcap_reader.h"
 #include "stack/wire/builder.h"
 #include "stack/wire/icrc.h"
@@ -243,7 +245,8 @@ int main(int argc, char** argv) {
   check->add_flag("-q,--quiet", quiet, "Only the summary, not every failing frame");
   auto* dump = app.add_subcommand("dump", "Print one line per RoCEv2 frame");
   dump->add_option("files", files, "pcap/pcapng files")->required()->check(CLI::ExistingFile);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-pcap"); rc >= 0)
+    return rc;
   if (check->parsed()) return cmd_check(files, quiet);
   return cmd_dump(files);
 }

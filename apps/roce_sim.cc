@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "apps/roce_sim_scenario.h"
 #include "stack/sim/workload.h"
 #include "stack/util/rng.h"
@@ -117,7 +118,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
                "Scenario: mark CE at enqueue instead of dequeue");
   app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-sim"); rc >= 0)
+    return rc;
   if (*scen) {
     if (mtu) sc.mtu = mtu;
     return roce::apps::run_scenarios(sc);

@@ -28,6 +28,11 @@ expect 2 "--seeds: '5--3' is not a seed or a range A-B" --seeds 5--3  # not 5..2
 expect 2 "--seeds: '-3' is not a seed or a range A-B" --seeds=-3
 expect 2 "--seeds: '1-18446744073709551616' is not a seed or a range A-B" \
   --seeds 1-18446744073709551616
+# The options' own checks, one line each (not CLI11's two) and exit 2, as the header says.
+expect 2 "^roce-sim: --hosts: Value 1 not in range 2 to 16$" --hosts 1
+expect 2 "^roce-sim: --mtu: 100 not in" --mtu 100
+expect 2 "^roce-sim: The following argument was not expected: --bogus$" --bogus
+expect 2 "^roce-sim: --ops: Value 0 not in range" --ops 0
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
