@@ -118,6 +118,17 @@ int main(int argc, char** argv) {
   app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
                "Scenario: mark CE at enqueue instead of dequeue");
   app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
+  // Each option is the seeds' or the scenarios' (--mtu is both): given to the other, it is an
+  // error rather than silently ignored.
+  for (const char* name :
+       {"--seeds", "--faults", "--hosts", "--qps", "--ops", "--max-size", "-v"}) {
+    app.get_option(name)->excludes(scen);
+  }
+  for (const char* name : {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin",
+                           "--kmax", "--pmax", "--duration-ms", "--join-interval-ms",
+                           "--incast-bytes", "--scenario-seed", "--ecn-on-enqueue", "--csv"}) {
+    app.get_option(name)->needs(scen);
+  }
   if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-sim"); rc >= 0)
     return rc;
   if (*scen) {

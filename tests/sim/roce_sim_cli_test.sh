@@ -33,6 +33,11 @@ expect 2 "^roce-sim: --hosts: Value 1 not in range 2 to 16$" --hosts 1
 expect 2 "^roce-sim: --mtu: 100 not in" --mtu 100
 expect 2 "^roce-sim: The following argument was not expected: --bogus$" --bogus
 expect 2 "^roce-sim: --ops: Value 0 not in range" --ops 0
+# Scenario options without --scenario, and seed options with it, are not silently ignored.
+expect 2 "^roce-sim: --flows requires --scenario$" --flows 2
+expect 2 "^roce-sim: --csv requires --scenario$" --seeds 1 --csv /tmp/x.csv
+expect 2 "^roce-sim: --hosts excludes --scenario$" --scenario fairness --hosts 3
+expect 2 "^roce-sim: --faults excludes --scenario$" --scenario incast --faults drop=0.1
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
