@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cc", sc.cc, "Scenario: DCQCN parameter overrides, e.g. rai_mbps=10,g=0.01");
   app.add_option("--link-gbps", sc.link_gbps, "Scenario: link and bottleneck rate")
+      ->check(roce::apps::kNotNan)
       ->check(CLI::Range(0.1, 1000.0))
       ->capture_default_str();
   app.add_option("--buffer", sc.buffer_bytes, "Scenario: bottleneck buffer in bytes")
@@ -105,12 +106,15 @@ int main(int argc, char** argv) {
   app.add_option("--kmin", sc.kmin_bytes, "Scenario: RED/ECN Kmin in bytes")->capture_default_str();
   app.add_option("--kmax", sc.kmax_bytes, "Scenario: RED/ECN Kmax in bytes")->capture_default_str();
   app.add_option("--pmax", sc.pmax, "Scenario: RED/ECN marking probability at Kmax")
+      ->check(roce::apps::kNotNan)
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--duration-ms", sc.duration_ms, "Scenario: fairness run length")
       ->check(CLI::Range(1ull, 100'000ull))
       ->capture_default_str();
-  app.add_option("--join-interval-ms", sc.join_interval_ms, "Scenario: joinleave phase length");
+  app.add_option("--join-interval-ms", sc.join_interval_ms,
+                 "Scenario: joinleave phase length (0: the scenario's)")
+      ->check(CLI::Range(0ull, 100'000ull));
   app.add_option("--incast-bytes", sc.incast_bytes, "Scenario: each incast sender's WRITE")
       ->check(CLI::Range(1u, 1u << 30))
       ->capture_default_str();

@@ -38,6 +38,16 @@ expect 2 "^roce-sim: --flows requires --scenario$" --flows 2
 expect 2 "^roce-sim: --csv requires --scenario$" --seeds 1 --csv /tmp/x.csv
 expect 2 "^roce-sim: --hosts excludes --scenario$" --scenario fairness --hosts 3
 expect 2 "^roce-sim: --faults excludes --scenario$" --scenario incast --faults drop=0.1
+# Scenario values that ran anyway: NaN passes CLI11's Range, an empty --flows ran nothing and
+# exited 0, Kmin above Kmax, a phase length whose nanoseconds overflow.
+expect 2 "^roce-sim: --flows: '' is not a list of counts in 1..64$" --scenario fairness --flows ''
+expect 2 "^roce-sim: --link-gbps: 'nan' is not a number$" --scenario fairness --link-gbps nan
+expect 2 "^roce-sim: --pmax: 'nan' is not a number$" --scenario fairness --pmax nan
+expect 2 "^roce-sim: --kmin \\(300000\\) is above --kmax \\(100\\)$" --scenario fairness \
+  --kmin 300000 --kmax 100
+expect 2 "^roce-sim: --kmin \\(18446744073709551615\\) is above --kmax" --scenario fairness --kmin -1
+expect 2 "^roce-sim: --join-interval-ms: Value 18446744073709551615 not in range 0 to 100000$" \
+  --scenario joinleave --join-interval-ms 18446744073709551615
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
