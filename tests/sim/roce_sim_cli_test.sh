@@ -48,6 +48,7 @@ expect 2 "^roce-sim: --kmin \\(300000\\) is above --kmax \\(100\\)$" --scenario 
 expect 2 "^roce-sim: --kmin \\(18446744073709551615\\) is above --kmax" --scenario fairness --kmin -1
 expect 2 "^roce-sim: --join-interval-ms: Value 18446744073709551615 not in range 0 to 100000$" \
   --scenario joinleave --join-interval-ms 18446744073709551615
+expect 2 "^roce-sim: --faults: fault 'drop' has a bad value 'nan'$" --faults drop=nan
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
