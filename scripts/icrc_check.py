@@ -106,7 +106,7 @@ def check_file(path, verbose):
         print("%s: cannot read: %s" % (path, e))
         return None
     with reader:
-        for index, pkt in enumerate(reader):
+        for index, pkt in enumerate(reader, 1):  # from 1, as tshark and roce-pcap number them
             counts["frames"] += 1
             frame = bytes(pkt)
             try:

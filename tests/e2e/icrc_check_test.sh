@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/icrc_check.py on the real rxe captures of tests/data: every one of the 1016 RoCEv2
 # frames (IPv4 and IPv6) passes; then a copy with one payload byte flipped in an IPv4 and in an
-# IPv6 frame must fail (so the check can fail at all).
+# IPv6 frame must fail (so the check can fail at all), naming the frame as tshark numbers it.
 #
 # Usage: icrc_check_test.sh DATA_DIR
 set -euo pipefail
@@ -27,6 +27,11 @@ PY
     echo "FAIL: a corrupted $f passed"; cat "$tmp/out"; exit 1
   fi
   grep -q "^FAIL .* frame" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+  # Frames are numbered from 1, as tshark and roce-pcap number them: the last is the count.
+  n=$(sed -n 's/^.*: \([0-9]*\) frames, .*/\1/p' "$tmp/out")
+  grep -q "^FAIL $tmp/$f.pcap frame $n " "$tmp/out" || {
+    echo "FAIL: the corrupted frame is not reported as frame $n"; cat "$tmp/out"; exit 1
+  }
   echo "corrupted $f: $(grep -c '^FAIL' "$tmp/out") frame(s) rejected"
 done
 echo "PASS"
