@@ -4,14 +4,18 @@
 //                             parsed fields and compare byte for byte; per-opcode summary;
 //                             exit 1 if any frame fails
 //   roce-pcap dump FILE...    one line per RoCEv2 frame
+// Both exit 2 if a file cannot be read to its end or is not an Ethernet capture, and on a bad
+// argument (one line on stderr).
 #include <CLI/CLI.hpp>
 
 #include <array>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "apps/common/pcap_reader.h"
 #include "stack/wire/builder.h"
 #include "stack/wire/icrc.h"
@@ -65,6 +69,30 @@ struct Totals {
   uint64_t ipv6 = 0;
 };
 
+// Opens an Ethernet capture; nullptr (with one line on stderr) if it cannot be read or holds
+// another link type.
+std::unique_ptr<PcapReader> open_ethernet(const std::string& file) {
+  std::string error;
+  auto reader = PcapReader::open(file, &error);
+  if (!reader) {
+    std::fprintf(stderr, "roce-pcap: cannot open %s: %s\n", file.c_str(), error.c_str());
+    return nullptr;
+  }
+  if (!reader->is_ethernet()) {
+    std::fprintf(stderr, "roce-pcap: %s: link type %d is not Ethernet\n", file.c_str(),
+                 reader->link_type());
+    return nullptr;
+  }
+  return reader;
+}
+
+// Whether reading stopped on an error (a cut or corrupt capture) rather than at the end; says so.
+bool read_failed(const std::string& file, const PcapReader& reader) {
+  if (reader.error().empty()) return false;
+  std::fprintf(stderr, "roce-pcap: %s: read error: %s\n", file.c_str(), reader.error().c_str());
+  return true;
+}
+
 void print_failure(const std::string& file, uint64_t index, const std::string& why) {
   std::printf("FAIL %s frame %llu: %s\n", file.c_str(), static_cast<unsigned long long>(index),
               why.c_str());
@@ -116,16 +144,8 @@ int cmd_check(const std::vector<std::string>& files, bool quiet) {
   std::map<std::string, uint64_t> reasons;
   bool file_error = false;
   for (const auto& file : files) {
-    std::string error;
-    auto reader = PcapReader::open(file, &error);
+    auto reader = open_ethernet(file);
     if (!reader) {
-      std::fprintf(stderr, "roce-pcap: cannot open %s: %s\n", file.c_str(), error.c_str());
-      file_error = true;
-      continue;
-    }
-    if (!reader->is_ethernet()) {
-      std::fprintf(stderr, "roce-pcap: %s: link type %d is not Ethernet\n", file.c_str(),
-                   reader->link_type());
       file_error = true;
       continue;
     }
@@ -148,11 +168,7 @@ int cmd_check(const std::vector<std::string>& files, bool quiet) {
         if (!quiet) print_failure(file, fr.index, why);
       }
     }
-    if (!reader->error().empty()) {
-      std::fprintf(stderr, "roce-pcap: %s: read error: %s\n", file.c_str(),
-                   reader->error().c_str());
-      file_error = true;
-    }
+    if (read_failed(file, *reader)) file_error = true;
   }
 
   std::printf("%-36s %10s %10s %12s\n", "opcode", "frames", "failed", "bytes");
@@ -178,12 +194,12 @@ int cmd_check(const std::vector<std::string>& files, bool quiet) {
 }
 
 int cmd_dump(const std::vector<std::string>& files) {
+  bool file_error = false;
   for (const auto& file : files) {
-    std::string error;
-    auto reader = PcapReader::open(file, &error);
+    auto reader = open_ethernet(file);
     if (!reader) {
-      std::fprintf(stderr, "roce-pcap: cannot open %s: %s\n", file.c_str(), error.c_str());
-      return 2;
+      file_error = true;
+      continue;
     }
     CapturedFrame fr;
     while (reader->next(fr)) {
@@ -211,8 +227,9 @@ int cmd_dump(const std::vector<std::string>& files) {
       }
       std::printf("\n");
     }
+    if (read_failed(file, *reader)) file_error = true;
   }
-  return 0;
+  return file_error ? 2 : 0;
 }
 
 }  // namespace
@@ -228,7 +245,8 @@ int main(int argc, char** argv) {
   check->add_flag("-q,--quiet", quiet, "Only the summary, not every failing frame");
   auto* dump = app.add_subcommand("dump", "Print one line per RoCEv2 frame");
   dump->add_option("files", files, "pcap/pcapng files")->required()->check(CLI::ExistingFile);
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-pcap"); rc >= 0)
+    return rc;
   if (check->parsed()) return cmd_check(files, quiet);
   return cmd_dump(files);
 }

@@ -9,11 +9,14 @@
 // passed, 1 if any failed, 2 on bad arguments.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "apps/roce_sim_scenario.h"
 #include "stack/sim/workload.h"
 #include "stack/util/rng.h"
@@ -23,22 +26,17 @@ namespace {
 using namespace roce;
 using namespace roce::sim;
 
+// Digits only: std::stoull would also take "-3" (as 2^64 - 3), "+3" and leading blanks.
+bool parse_seed(std::string_view s, uint64_t* v) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
 bool parse_range(const std::string& s, uint64_t* a, uint64_t* b) {
   const auto dash = s.find('-');
-  try {
-    size_t pos = 0;
-    if (dash == std::string::npos) {
-      *a = *b = std::stoull(s, &pos);
-      return pos == s.size();
-    }
-    *a = std::stoull(s.substr(0, dash), &pos);
-    if (pos != dash) return false;
-    const std::string rest = s.substr(dash + 1);
-    *b = std::stoull(rest, &pos);
-    return pos == rest.size() && *a <= *b;
-  } catch (...) {
-    return false;
-  }
+  if (dash == std::string::npos) return parse_seed(s, a) && parse_seed(s, b);
+  const std::string_view v(s);
+  return parse_seed(v.substr(0, dash), a) && parse_seed(v.substr(dash + 1), b) && *a <= *b;
 }
 
 std::string describe(const LinkConfig& l) {
@@ -99,6 +97,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cc", sc.cc, "Scenario: DCQCN parameter overrides, e.g. rai_mbps=10,g=0.01");
   app.add_option("--link-gbps", sc.link_gbps, "Scenario: link and bottleneck rate")
+      ->check(roce::apps::kNotNan)
       ->check(CLI::Range(0.1, 1000.0))
       ->capture_default_str();
   app.add_option("--buffer", sc.buffer_bytes, "Scenario: bottleneck buffer in bytes")
@@ -107,12 +106,15 @@ int main(int argc, char** argv) {
   app.add_option("--kmin", sc.kmin_bytes, "Scenario: RED/ECN Kmin in bytes")->capture_default_str();
   app.add_option("--kmax", sc.kmax_bytes, "Scenario: RED/ECN Kmax in bytes")->capture_default_str();
   app.add_option("--pmax", sc.pmax, "Scenario: RED/ECN marking probability at Kmax")
+      ->check(roce::apps::kNotNan)
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--duration-ms", sc.duration_ms, "Scenario: fairness run length")
       ->check(CLI::Range(1ull, 100'000ull))
       ->capture_default_str();
-  app.add_option("--join-interval-ms", sc.join_interval_ms, "Scenario: joinleave phase length");
+  app.add_option("--join-interval-ms", sc.join_interval_ms,
+                 "Scenario: joinleave phase length (0: the scenario's)")
+      ->check(CLI::Range(0ull, 100'000ull));
   app.add_option("--incast-bytes", sc.incast_bytes, "Scenario: each incast sender's WRITE")
       ->check(CLI::Range(1u, 1u << 30))
       ->capture_default_str();
@@ -120,7 +122,19 @@ int main(int argc, char** argv) {
   app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
                "Scenario: mark CE at enqueue instead of dequeue");
   app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
-  CLI11_PARSE(app, argc, argv);
+  // Each option is the seeds' or the scenarios' (--mtu is both): given to the other, it is an
+  // error rather than silently ignored.
+  for (const char* name :
+       {"--seeds", "--faults", "--hosts", "--qps", "--ops", "--max-size", "-v"}) {
+    app.get_option(name)->excludes(scen);
+  }
+  for (const char* name : {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin",
+                           "--kmax", "--pmax", "--duration-ms", "--join-interval-ms",
+                           "--incast-bytes", "--scenario-seed", "--ecn-on-enqueue", "--csv"}) {
+    app.get_option(name)->needs(scen);
+  }
+  if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-sim"); rc >= 0)
+    return rc;
   if (*scen) {
     if (mtu) sc.mtu = mtu;
     return roce::apps::run_scenarios(sc);
@@ -154,7 +168,7 @@ int main(int argc, char** argv) {
 
   uint64_t passed = 0, failed = 0, total_ops = 0, total_bytes = 0, retx = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t seed = first; seed <= last; ++seed) {
+  for (uint64_t seed = first;; ++seed) {  // to `last` inclusive, which may be 2^64 - 1
     // Everything is drawn from the seed, always in the same order; options then override.
     Rng r(seed * 0x2545F4914F6CDD1Dull + 1);
     WorkloadConfig cfg;
@@ -206,6 +220,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(seed), options.c_str());
     }
     std::fflush(stdout);
+    if (seed == last) break;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(

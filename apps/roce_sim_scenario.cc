@@ -124,6 +124,16 @@ int run_scenarios(const ScenarioOptions& o) {
       }
       flow_counts.push_back(static_cast<uint32_t>(v));
     }
+    if (flow_counts.empty()) {
+      std::fprintf(stderr, "roce-sim: --flows: '' is not a list of counts in 1..64\n");
+      return 2;
+    }
+  }
+  if (o.kmin_bytes > o.kmax_bytes) {
+    std::fprintf(stderr, "roce-sim: --kmin (%llu) is above --kmax (%llu)\n",
+                 static_cast<unsigned long long>(o.kmin_bytes),
+                 static_cast<unsigned long long>(o.kmax_bytes));
+    return 2;
   }
   cc::DcqcnParams params;
   if (o.profile == "paper") {

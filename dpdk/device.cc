@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -128,7 +129,8 @@ void Device::write_counters() {
 Device::~Device() {
   write_counters();
   if (runner_) runner_->stop();
-  capture_.close();
+  if (!capture_.close())
+    std::fprintf(stderr, "device %s: %s\n", cfg_.name.c_str(), capture_.error().c_str());
   engine_.reset();  // returns its buffers to the port's pool
   agent_.reset();
   faults_.reset();

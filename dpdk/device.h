@@ -60,7 +60,8 @@ class Device {
   // the destructor calls it, and so does the verbs shim when a program exits with the device
   // still open. Nothing without the key.
   void write_counters();
-  // Writes buffered capture frames to disk (the capture is also flushed on close).
+  // Writes buffered capture frames to disk (the capture is also flushed on close, which says on
+  // stderr if a capture write failed: stack/util/pcap_writer.h).
   void flush_capture();
 
  private:

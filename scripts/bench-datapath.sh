@@ -56,7 +56,7 @@ parse_args() {
       --cpus) CPU_A=${2%%,*}; CPU_B=${2##*,}; shift ;;
       --vdev) VDEV=${2:?}; shift ;;
       --keep) KEEP=1 ;;
-      -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
       *) die "unknown argument '$1' (see --help)" ;;
     esac
     shift

@@ -20,7 +20,7 @@ while (($#)); do
     --build-dir) build_dir=${2:?--build-dir DIR}; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
     --vdev) vdev=${2:?--vdev af_packet|pcap}; shift 2 ;;
-    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "demo: unknown argument '$1' (--build-dir DIR, --skip-build, --vdev af_packet|pcap)" >&2; exit 2 ;;
   esac
 done

@@ -19,6 +19,7 @@ The ICRC (A17.4.1, RoCEv2): CRC-32 (IEEE 802.3, reflected, as zlib.crc32) over
   + the rest of the transport packet up to the ICRC (extension headers, payload, pad);
 stored on the wire least significant byte first.
 """
+import os
 import struct
 import sys
 import zlib
@@ -97,16 +98,55 @@ def icrc_scapy(frame):
     return bth.compute_icrc(None)
 
 
+PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",  # us, ns
+               b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}
+
+
+def pcap_problem(path):
+    """Why a classic pcap file cannot be read through, else None: scapy takes a record cut
+    short for the end of the file, or reads what follows as its data. pcapng is left to scapy."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+        endian = PCAP_MAGICS.get(head[:4])
+        if endian is None or len(head) < 24:
+            return None
+        linktype = struct.unpack_from(endian + "I", head, 20)[0] & 0x0FFFFFFF
+        if linktype != 1:
+            return "link type %d is not Ethernet" % linktype
+        size = os.fstat(f.fileno()).st_size
+        pos, index = 24, 0
+        while pos < size:
+            index += 1
+            rec = f.read(16)
+            if len(rec) < 16:
+                return "frame %d: record header cut short (%d of 16 bytes)" % (index, len(rec))
+            caplen = struct.unpack_from(endian + "I", rec, 8)[0]
+            if caplen > 262144:
+                return "frame %d: capture length %d is beyond any snap length" % (index, caplen)
+            if pos + 16 + caplen > size:
+                return "frame %d: cut short (%d of %d bytes)" % (index, size - pos - 16, caplen)
+            pos += 16 + caplen
+            f.seek(pos)
+    return None
+
+
 def check_file(path, verbose):
     from scapy.utils import PcapReader
     counts = {"frames": 0, "roce": 0, "v4": 0, "v6": 0, "bad": 0, "scapy": 0}
+    try:
+        problem = pcap_problem(path)
+    except OSError as e:
+        problem = str(e)
+    if problem:
+        print("%s: cannot read: %s" % (path, problem))
+        return None
     try:
         reader = PcapReader(path)
     except (OSError, Exception) as e:  # scapy raises Scapy_Exception for non-captures
         print("%s: cannot read: %s" % (path, e))
         return None
     with reader:
-        for index, pkt in enumerate(reader):
+        for index, pkt in enumerate(reader, 1):  # from 1, as tshark and roce-pcap number them
             counts["frames"] += 1
             frame = bytes(pkt)
             try:

@@ -5,6 +5,7 @@
 #                                        tb0 (data, MTU 9000) and mg0 (the kernel's TCP): N = 2
 #                                        joins them by veth pairs, N > 2 (or --bridge) by bridges
 #                                        in namespace PREFIXbr; prints each instance's settings
+#                                        (if it fails or is interrupted, it removes them again)
 #   scripts/testbed.sh env I             the settings of instance I again (shell assignments)
 #   scripts/testbed.sh run I -- CMD...   runs CMD inside namespace I
 #   scripts/testbed.sh down              removes every namespace of the prefix (idempotent)
@@ -100,6 +101,10 @@ cmd_up() {
   ((n > 2)) && bridge=1
   # Idempotent: whatever an earlier `up` left of this prefix goes first.
   cmd_down >/dev/null
+  # A step that fails (set -e) or a signal part-way through leaves nothing behind either.
+  trap 'cmd_down >/dev/null 2>&1' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   local i
   for ((i = 1; i <= n; i++)); do ip netns add "$(ns "$i")"; done
   if ((bridge == 0)); then
@@ -125,6 +130,7 @@ cmd_up() {
     done
   fi
   for ((i = 1; i <= n; i++)); do setup_if "$i"; done
+  trap - EXIT INT TERM
   echo "testbed: up, $n instances ($( ((bridge)) && echo bridge || echo veth pair ))"
   for ((i = 1; i <= n; i++)); do
     echo "# instance $i"
@@ -151,6 +157,6 @@ case ${1:-} in
     exec ip netns exec "$(ns "$i")" "$@"
     ;;
   status) cmd_status ;;
-  "" | -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' ;;
+  "" | -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0" ;;
   *) die "unknown command '$1' (up N, down, env I, run I -- CMD, status)" ;;
 esac

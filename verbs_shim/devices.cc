@@ -317,6 +317,7 @@ __attribute__((destructor)) static void roce_verbs_unload() {
       if (d->device) {
         // A program that exits without closing its device still gets its counters file.
         d->device->write_counters();
+        d->device->flush_capture();  // the capture's buffer is its own: exit() does not write it
         d->pump.reset();
         d->device->runner().stop();
         any_open = true;

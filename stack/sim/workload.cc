@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -652,10 +653,18 @@ bool parse_faults(const std::string& spec, LinkConfig* out, std::string* err) {
     const std::string val = item.substr(eq + 1);
     char* end = nullptr;
     const double v = std::strtod(val.c_str(), &end);
-    if (end == val.c_str() || *end != '\0' || v < 0) {
+    if (end == val.c_str() || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
       *err = "fault '" + key + "' has a bad value '" + val + "'";
       return false;
     }
+    auto nanoseconds = [&](uint64_t* dst) {
+      if (v > 3.6e12) {
+        *err = "fault '" + key + "' is nanoseconds: 0..3600000000000 (an hour), got " + val;
+        return false;
+      }
+      *dst = static_cast<uint64_t>(v);
+      return true;
+    };
     auto prob = [&](double* dst) {
       if (v > 1) {
         *err = "fault '" + key + "' is a probability: 0..1, got " + val;
@@ -673,11 +682,11 @@ bool parse_faults(const std::string& spec, LinkConfig* out, std::string* err) {
     } else if (key == "corrupt") {
       if (!prob(&out->corrupt)) return false;
     } else if (key == "delay") {
-      out->delay_ns = static_cast<uint64_t>(v);
+      if (!nanoseconds(&out->delay_ns)) return false;
     } else if (key == "jitter") {
-      out->jitter_ns = static_cast<uint64_t>(v);
+      if (!nanoseconds(&out->jitter_ns)) return false;
     } else if (key == "reorder_delay") {
-      out->reorder_delay_ns = static_cast<uint64_t>(v);
+      if (!nanoseconds(&out->reorder_delay_ns)) return false;
     } else if (key == "rate") {
       out->rate_gbps = v;
     } else {

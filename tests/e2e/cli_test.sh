@@ -6,25 +6,9 @@
 # Usage: cli_test.sh ROCE_PERF
 set -uo pipefail
 PERF=${1:?roce-perf binary}
-fails=0
 dev='port=net_null0; ipv4=192.0.2.1/24'
-
-# expect CODE PATTERN ARGS...: exit CODE, exactly one line on stderr matching PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 2
-  local err rc
-  err=$(timeout 20 "$PERF" "$@" 2>&1 >/dev/null)
-  rc=$?
-  local lines
-  lines=$(printf '%s' "$err" | grep -c '')
-  if [[ $rc -ne $code || $lines -ne 1 || ! $err =~ $pattern ]]; then
-    echo "FAIL: roce-perf $*: exit $rc (want $code), stderr ($lines lines): $err"
-    fails=$((fails + 1))
-  else
-    echo "ok: roce-perf $* -> $code: $err"
-  fi
-}
+CLI_TOOL=$PERF
+source "$(dirname "$0")/../support/expect_cli.sh"
 
 expect 2 "test is required"
 expect 2 "unknown test 'write_bandwidth'" write_bandwidth

@@ -5,6 +5,9 @@
 // opcode, length and immediate data, and no atomic executes twice.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "stack/sim/workload.h"
 
 namespace {
@@ -140,4 +143,22 @@ TEST(Workload, Deterministic) {
   EXPECT_EQ(a.frames_sent, b.frames_sent);
   EXPECT_EQ(a.retransmitted, b.retransmitted);
 }
+// roce-sim --faults: every value that is not a number the link can use is refused, naming it
+// (strtod takes "nan" and "inf"; a delay past uint64_t's range was undefined behaviour).
+TEST(ParseFaults, RefusesNanInfinityAndDelaysBeyondAnHour) {
+  for (const char* spec :
+       {"drop=nan", "dup=-nan", "corrupt=inf", "rate=nan", "rate=inf", "delay=1e30", "jitter=inf",
+        "reorder_delay=nan", "delay=3600000000001"}) {
+    LinkConfig l;
+    std::string err;
+    EXPECT_FALSE(parse_faults(spec, &l, &err)) << spec;
+    const std::string key(spec, std::strchr(spec, '=') - spec);
+    EXPECT_NE(err.find("'" + key + "'"), std::string::npos) << spec << ": " << err;
+  }
+  LinkConfig l;
+  std::string err;
+  EXPECT_TRUE(parse_faults("drop=0.5,delay=3600000000000,rate=25", &l, &err)) << err;
+  EXPECT_EQ(l.delay_ns, 3'600'000'000'000ull);
+}
+
 }  // namespace

@@ -1,11 +1,17 @@
 // Unit tests of the engine's building blocks: timer wheel, SPSC queue, CQ arming, doorbells, MR
-// table, the address-space check behind memory registration.
+// table, the address-space check behind memory registration, the capture writer.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -15,6 +21,7 @@
 #include "stack/core/queues.h"
 #include "stack/util/address_space.h"
 #include "stack/util/doorbell.h"
+#include "stack/util/pcap_writer.h"
 #include "stack/util/rng.h"
 #include "stack/util/spsc_queue.h"
 #include "stack/util/timer_wheel.h"
@@ -279,6 +286,104 @@ TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   st.wakeups = 3;
   EXPECT_NE(format_runner_counters(st).find("  sleeps ended by a doorbell   3\n"),
             std::string::npos);
+}
+
+// A capture file's records (roce::PcapWriter): the byte count of each record, from the file.
+std::vector<uint32_t> pcap_record_lengths(const std::string& path, bool* whole) {
+  std::vector<uint32_t> caplens;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  std::vector<uint8_t> d;
+  if (f) {
+    uint8_t b[4096];
+    size_t n;
+    while ((n = std::fread(b, 1, sizeof b, f)) > 0) d.insert(d.end(), b, b + n);
+    std::fclose(f);
+  }
+  size_t pos = 24;
+  while (pos + 16 <= d.size()) {
+    uint32_t cap;
+    std::memcpy(&cap, &d[pos + 8], 4);
+    if (pos + 16 + cap > d.size()) break;
+    caplens.push_back(cap);
+    pos += 16 + cap;
+  }
+  *whole = d.size() >= 24 && pos == d.size();
+  return caplens;
+}
+
+// Opens `w` on a new file in /tmp; returns its path.
+std::string open_temp_capture(PcapWriter& w, const char* name) {
+  const std::string path = "/tmp/roce-core-unit-" + std::to_string(getpid()) + "-" + name + ".pcap";
+  std::string err;
+  EXPECT_TRUE(w.open(path, &err)) << err;
+  return path;
+}
+
+TEST(PcapWriter, TheFileHoldsWholeRecordsWhileItIsWritten) {
+  PcapWriter w;
+  const std::string path = open_temp_capture(w, "whole");
+  ASSERT_TRUE(w.is_open());
+  std::vector<uint8_t> frame(1000, 0xAB);
+  for (int i = 0; i < 3000; ++i) w.write(frame.data(), 1000, 1'000'000'000ull * i);
+  bool whole = false;
+  const auto recs = pcap_record_lengths(path, &whole);  // not flushed: what a killed process leaves
+  EXPECT_TRUE(whole) << "the file ends inside a record";
+  EXPECT_GT(recs.size(), 0u);
+  w.close();
+  EXPECT_EQ(pcap_record_lengths(path, &whole).size(), 3000u);
+  EXPECT_TRUE(whole);
+  std::remove(path.c_str());
+}
+
+TEST(PcapWriter, AForkedChildThatExitsWritesNothing) {
+  PcapWriter w;
+  const std::string path = open_temp_capture(w, "fork");
+  ASSERT_TRUE(w.is_open());
+  std::vector<uint8_t> frame(60, 0xCD);
+  w.write(frame.data(), 60, 0);  // buffered
+  std::fflush(nullptr);          // gtest's output is not the child's to write
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::fflush(nullptr);  // as exit() does: the capture's buffer must not be stdio's
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  w.close();
+  bool whole = false;
+  EXPECT_EQ(pcap_record_lengths(path, &whole).size(), 1u);
+  EXPECT_TRUE(whole);
+  std::remove(path.c_str());
+}
+
+TEST(PcapWriter, AFullDiskKeepsWholeRecordsAndSaysSo) {
+  // The file may grow to 300 kB; past that write() fails (EFBIG) as on a full disk.
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 300'000;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  PcapWriter w;
+  const std::string path = open_temp_capture(w, "full");
+  const bool opened = w.is_open();
+  std::vector<uint8_t> frame(1000, 0xEF);
+  for (int i = 0; i < 3000 && opened; ++i) w.write(frame.data(), 1000, 0);
+  const bool closed = w.close();
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_TRUE(opened);
+  EXPECT_FALSE(closed);
+  EXPECT_NE(w.error().find("File too large"), std::string::npos) << w.error();
+  bool whole = false;
+  const auto recs = pcap_record_lengths(path, &whole);
+  EXPECT_TRUE(whole) << "the file ends inside a record";
+  EXPECT_GT(recs.size(), 0u) << "what fitted is kept";
+  EXPECT_EQ(recs.size(), w.frames());
+  EXPECT_NE(w.error().find("after " + std::to_string(recs.size()) + " frames"), std::string::npos)
+      << w.error();
+  std::remove(path.c_str());
 }
 
 }  // namespace

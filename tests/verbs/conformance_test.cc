@@ -451,16 +451,17 @@ TEST_F(VerbsTest, UnsupportedVerbsFailCleanly) {
 // Key `counters`: a program that returns from main (or calls exit) with its device still open
 // gets its counters file too, written as the shim unloads; with the engine on its own thread
 // and inline. No network is needed: net_null's port makes frames out of nothing.
-TEST(VerbsExit, CountersWrittenWhenAProgramExitsWithoutClosing) {
+TEST(VerbsExit, CountersAndCaptureWrittenWhenAProgramExitsWithoutClosing) {
   for (const char* mode : {"thread", "inline"}) {
     SCOPED_TRACE(mode);
     const std::string base = ::testing::TempDir() + "roce-exit-" + std::to_string(getpid());
-    const std::string config = base + ".conf", counters = base + ".counters";
+    const std::string config = base + ".conf", counters = base + ".counters", pcap = base + ".pcap";
     std::remove(counters.c_str());
+    std::remove(pcap.c_str());
     {
       std::ofstream f(config);
       f << "[device roceX]\nport = net_null7\nipv4 = 192.0.2.7/24\nmode = " << mode
-        << "\ncounters = " << counters << "\n";
+        << "\ncounters = " << counters << "\npcap = " << pcap << "\n";
     }
     const std::string cmd = "ROCE_CONFIG=" + config + " ROCE_DEVICE= " + ROCE_EXIT_WITHOUT_CLOSE;
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -471,8 +472,13 @@ TEST(VerbsExit, CountersWrittenWhenAProgramExitsWithoutClosing) {
     EXPECT_NE(text.find("driver:"), std::string::npos) << text;
     EXPECT_EQ(text.find("engine thread") != std::string::npos, std::string(mode) == "thread")
         << text;
+    // The capture's buffer is flushed too (its 24-byte file header at least: net_null carries
+    // no frame).
+    std::ifstream cap(pcap, std::ios::binary | std::ios::ate);
+    EXPECT_GE(static_cast<long>(cap.tellg()), 24L) << pcap;
     std::remove(counters.c_str());
     std::remove(config.c_str());
+    std::remove(pcap.c_str());
   }
 }
 

@@ -1,0 +1,37 @@
+// The command-line tools' parse step (CLI11), alike in each: a bad argument is one line on
+// stderr, "TOOL: why", and exit status 2 (CLI11_PARSE prints two lines and exits 105-112).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace roce::apps {
+
+// Parses the command line. Returns -1 to go on, else the exit status: 0 after --help (printed),
+// 2 after a bad argument (said on stderr).
+// CLI11's Range lets "nan" through (every comparison with NaN is false): check this first.
+inline const CLI::Validator kNotNan(
+    [](std::string& s) {
+      return std::isnan(std::strtod(s.c_str(), nullptr)) ? "'" + s + "' is not a number"
+                                                         : std::string();
+    },
+    "", "NOT_NAN");
+
+inline int parse_command_line(CLI::App& app, int argc, char** argv, const char* tool) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace roce::apps

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# scripts/testbed.sh up leaves nothing behind when it fails part-way (here: an address the
+# kernel refuses, after the namespaces and links exist) or is stopped by a signal, with a veth
+# pair and with a bridge; and its --help is the usage text alone.
+#
+# Usage: testbed_test.sh
+E2E_NAME=testbed
+source "$(dirname "$0")/lib.sh"
+require_netns
+
+ours() { ip netns list | awk '{print $1}' | grep -c "^${ROCE_TB_PREFIX}" || true; }
+
+for n in 2 3; do
+  if ROCE_TB_SUBNET4=10.77.999 "$TESTBED" up "$n" >"$WORK/up$n.out" 2>&1; then
+    die "up $n with a bad subnet succeeded"
+  fi
+  left=$(ours)
+  ((left == 0)) || die "up $n failed and left $left namespaces: $(ip netns list | grep "^${ROCE_TB_PREFIX}")"
+  log "up $n, failing part-way: nothing left"
+done
+
+# Stopped by SIGTERM once its first namespace exists.
+"$TESTBED" up 6 >"$WORK/up-term.out" 2>&1 &
+pid=$!
+PIDS+=("$pid")
+for ((i = 0; i < 200; i++)); do
+  (($(ours) > 0)) && break
+  sleep 0.05
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+((rc != 0)) || die "up 6 stopped by SIGTERM exited 0"
+left=$(ours)
+((left == 0)) || die "up 6 stopped by SIGTERM left $left namespaces"
+log "up 6, stopped by SIGTERM (exit $rc): nothing left"
+
+help=$("$TESTBED" --help)
+grep -q "testbed.sh up N" <<<"$help" || die "--help does not show the usage"
+! grep -q "pipefail\|prefix=" <<<"$help" || die "--help shows the script's code: $help"
+log "PASS"
