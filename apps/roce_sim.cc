@@ -103,8 +103,12 @@ int main(int argc, char** argv) {
   app.add_option("--buffer", sc.buffer_bytes, "Scenario: bottleneck buffer in bytes")
       ->check(CLI::Range(10'000ull, 1'000'000'000ull))
       ->capture_default_str();
-  app.add_option("--kmin", sc.kmin_bytes, "Scenario: RED/ECN Kmin in bytes")->capture_default_str();
-  app.add_option("--kmax", sc.kmax_bytes, "Scenario: RED/ECN Kmax in bytes")->capture_default_str();
+  app.add_option("--kmin", sc.kmin_bytes, "Scenario: RED/ECN Kmin in bytes")
+      ->check(roce::apps::kNoMinus)
+      ->capture_default_str();
+  app.add_option("--kmax", sc.kmax_bytes, "Scenario: RED/ECN Kmax in bytes")
+      ->check(roce::apps::kNoMinus)
+      ->capture_default_str();
   app.add_option("--pmax", sc.pmax, "Scenario: RED/ECN marking probability at Kmax")
       ->check(roce::apps::kNotNan)
       ->check(CLI::Range(0.0, 1.0))
@@ -118,7 +122,8 @@ int main(int argc, char** argv) {
   app.add_option("--incast-bytes", sc.incast_bytes, "Scenario: each incast sender's WRITE")
       ->check(CLI::Range(1u, 1u << 30))
       ->capture_default_str();
-  app.add_option("--scenario-seed", sc.seed, "Scenario: random seed (ECN marking)");
+  app.add_option("--scenario-seed", sc.seed, "Scenario: random seed (ECN marking)")
+      ->check(roce::apps::kNoMinus);
   app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
                "Scenario: mark CE at enqueue instead of dequeue");
   app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");

@@ -7,7 +7,9 @@
 //   joinleave  after every join and leave the active flows share the link again
 #include "apps/roce_sim_scenario.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -36,7 +38,7 @@ std::string kind_name(ScenarioKind k) {
 void write_csv(const std::string& path, const ScenarioResult& r, std::string* err) {
   std::ofstream f(path);
   if (!f) {
-    *err = "cannot write " + path;
+    *err = "cannot write " + path + ": " + std::strerror(errno);
     return;
   }
   f << "t_ms,queue_kb";
@@ -50,6 +52,8 @@ void write_csv(const std::string& path, const ScenarioResult& r, std::string* er
     for (double v : s.rate_gbps) f << "," << v;
     f << "\n";
   }
+  f.close();  // a full disk shows here, or in a write before
+  if (f.fail()) *err = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
 }
 
 void report(const ScenarioConfig& c, const std::string& profile, const ScenarioResult& r) {

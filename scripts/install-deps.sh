@@ -31,7 +31,13 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || {
+    echo "install-deps: run as root (or install sudo) to install ${missing[*]}" >&2
+    exit 1
+  }
+  SUDO=sudo
+fi
 export DEBIAN_FRONTEND=noninteractive
 # tshark asks whether non-root users may capture; answer once, non-interactively.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections

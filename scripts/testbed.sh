@@ -146,7 +146,7 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   env)
-    [[ ${2:-} =~ ^[0-9]+$ ]] || die "env I [pcap]"
+    [[ ${2:-} =~ ^[0-9]+$ && $2 -ge 1 && $2 -le 50 ]] || die "env I [pcap]: I must be 1..50"
     settings "$2" "${3:-af_packet}"
     ;;
   run)

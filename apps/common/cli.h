@@ -21,6 +21,15 @@ inline const CLI::Validator kNotNan(
     },
     "", "NOT_NAN");
 
+// CLI11 reads unsigned options with strtoull, which takes "-1" for 2^64-1: check this on
+// unsigned options that have no Range.
+inline const CLI::Validator kNoMinus(
+    [](std::string& s) {
+      const size_t i = s.find_first_not_of(" \t");
+      return i != std::string::npos && s[i] == '-' ? "'" + s + "' is negative" : std::string();
+    },
+    "", "NO_MINUS");
+
 inline int parse_command_line(CLI::App& app, int argc, char** argv, const char* tool) {
   try {
     app.parse(argc, argv);

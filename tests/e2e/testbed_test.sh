@@ -38,4 +38,12 @@ log "up 6, stopped by SIGTERM (exit $rc): nothing left"
 help=$("$TESTBED" --help)
 grep -q "testbed.sh up N" <<<"$help" || die "--help does not show the usage"
 ! grep -q "pipefail\|prefix=" <<<"$help" || die "--help shows the script's code: $help"
+
+# env I names host I of 1..50 (up's bound): a larger I printed addresses such as 10.77.0.400.
+for i in 0 51 300; do
+  if out=$("$TESTBED" env "$i" 2>&1); then die "env $i succeeded: $out"; fi
+  grep -q "I must be 1..50" <<<"$out" || die "env $i: $out"
+done
+"$TESTBED" env 50 >/dev/null || die "env 50 failed"
+log "env I: 0, 51 and 300 refused, 50 taken"
 log "PASS"

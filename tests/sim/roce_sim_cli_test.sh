@@ -45,10 +45,16 @@ expect 2 "^roce-sim: --link-gbps: 'nan' is not a number$" --scenario fairness --
 expect 2 "^roce-sim: --pmax: 'nan' is not a number$" --scenario fairness --pmax nan
 expect 2 "^roce-sim: --kmin \\(300000\\) is above --kmax \\(100\\)$" --scenario fairness \
   --kmin 300000 --kmax 100
-expect 2 "^roce-sim: --kmin \\(18446744073709551615\\) is above --kmax" --scenario fairness --kmin -1
+# CLI11 reads "-1" for an unsigned option as 2^64-1.
+expect 2 "^roce-sim: --kmin: '-1' is negative$" --scenario fairness --kmin -1
+expect 2 "^roce-sim: --kmax: '-1' is negative$" --scenario fairness --kmax -1
+expect 2 "^roce-sim: --scenario-seed: '-1' is negative$" --scenario fairness --scenario-seed -1
 expect 2 "^roce-sim: --join-interval-ms: Value 18446744073709551615 not in range 0 to 100000$" \
   --scenario joinleave --join-interval-ms 18446744073709551615
 expect 2 "^roce-sim: --faults: fault 'drop' has a bad value 'nan'$" --faults drop=nan
+# A CSV that cannot be written whole (a full disk) is an error, not exit 0 with half a file.
+expect 2 "^roce-sim: --csv: cannot write /dev/full: No space left on device$" --scenario fairness \
+  --flows 2 --duration-ms 1 --csv /dev/full
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
