@@ -299,6 +299,22 @@ TEST(Eal, SettleWaitsForTheInterruptThreadOnceWeHaveUsedIt) {
   Eal::cleanup();
 }
 
+// A port EAL probed itself (--vdev here; the PCI scan for a real NIC) is released when its
+// DpdkPort closes it: a DpdkPort opened on it again (the verbs shim closes a device with its last
+// context and opens it with the next one) must still find it.
+TEST(Eal, APortEalProbedOpensAgainAfterItsDpdkPortClosed) {
+  EalOptions o;
+  o.extra_args = {"--vdev=net_null0"};
+  std::string error;
+  ASSERT_TRUE(Eal::init(o, &error)) << error;
+  for (int round = 0; round < 3; ++round) {
+    auto port = DpdkPort::open("net_null0", PortConfig{}, &error);
+    ASSERT_NE(port, nullptr) << "round " << round << ": " << error;
+    EXPECT_EQ(port->driver(), "net_null");
+  }
+  Eal::cleanup();
+}
+
 // A failed rte_eal_init leaves EAL unusable in that process, so it runs in a child.
 TEST(EalDeathTest, FailureIsOneClearLine) {
   EXPECT_EXIT(
