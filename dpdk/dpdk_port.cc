@@ -175,6 +175,11 @@ void set_released_device(const std::string& name, const std::string& devargs) {
   }
 }
 
+// The ethdev ports a DpdkPort of this process has open: a second DpdkPort on one of them (two
+// devices given the same vdev name) would reconfigure or close it under the first.
+std::mutex g_held_mu;
+std::set<uint16_t> g_held_ports;
+
 // Mempool names must be unique in the process and outlive a leaked pool (see ~DpdkPort).
 std::string next_pool_name() {
   static std::atomic<uint32_t> counter{0};
@@ -294,6 +299,15 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     *error = "open '" + what + "': " + msg;
     return nullptr;
   };
+  {
+    std::lock_guard<std::mutex> lock(g_held_mu);
+    port->held_ = g_held_ports.insert(port_id).second;
+  }
+  if (!port->held_) {
+    return fail("port '" + port->name_ +
+                "' is already open in this process (each device needs a device name of its own, "
+                "e.g. net_af_packet0 and net_af_packet1)");
+  }
 
   rte_eth_dev_info info;
   int rc = rte_eth_dev_info_get(port_id, &info);
@@ -464,13 +478,18 @@ DpdkPort::~DpdkPort() {
   stop();
   release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
   // Closing a memif port frees its queues and its socket: on the interrupt thread, as stop().
-  on_control_thread([this] {
+  // A device EAL probed is ours to remove only once this port configured it (not when set-up
+  // failed on a port that another DpdkPort has open).
+  const bool released = configured_ && !eal_devargs_.empty();
+  on_control_thread([this, released] {
     if (configured_) rte_eth_dev_close(port_id_);
-    if ((remove_on_close_ || !eal_devargs_.empty()) && device_ != nullptr) {
-      rte_dev_remove(device_);
-    }
+    if ((remove_on_close_ || released) && device_ != nullptr) rte_dev_remove(device_);
   });
-  if (!eal_devargs_.empty()) set_released_device(open_name_, eal_devargs_);
+  if (released) set_released_device(open_name_, eal_devargs_);
+  if (held_) {
+    std::lock_guard<std::mutex> lock(g_held_mu);
+    g_held_ports.erase(port_id_);
+  }
   if (gated_) burst_gate::remove(&gate_);
   if (pool_ != nullptr) {
     // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)

@@ -200,6 +200,7 @@ class DpdkPort final : public PacketIo {
   bool started_ = false;
   bool configured_ = false;
   bool remove_on_close_ = false;
+  bool held_ = false;  // this port's id is in the process's set of open ports
   // A device EAL probed, opened by open(): its device string as EAL had it ("name[,args]") and
   // the name open() was given; ~DpdkPort removes the device and notes both for a later open().
   std::string eal_devargs_;
