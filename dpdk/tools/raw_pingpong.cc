@@ -311,6 +311,14 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t f
   return 0;
 }
 
+// rte_eal_cleanup, and the runtime directory (/var/run/dpdk/<file-prefix>) DPDK 22.11 leaves.
+void cleanup_eal() {
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  std::error_code ec;
+  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,39 +331,44 @@ int main(int argc, char** argv) {
   argv += eal;
   std::string role;
   uint64_t iters = 100000, warmup = 1000, size = 64, frames = 1, timeout_s = 30, split = 0;
+  struct Number {
+    const char* name;
+    uint64_t lo, hi;
+    uint64_t* out;
+  };
+  const Number numbers[] = {
+      {"--iters", 1, 100'000'000, &iters}, {"--warmup", 0, 100'000'000, &warmup},
+      {"--size", 60, 1514, &size},         {"--frames", 1, 8, &frames},
+      {"--split", 0, 1, &split},           {"--timeout", 1, 3600, &timeout_s}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      rte_eal_cleanup();
-      return usage(("missing value for " + a).c_str());
+    const Number* number = nullptr;
+    for (const Number& n : numbers) {
+      if (a == n.name) number = &n;
     }
-    const char* v = argv[++i];
-    bool ok = true;
-    if (a == "--role") {
-      role = v;
-      ok = role == "ping" || role == "pong";
-    } else if (a == "--iters") {
-      ok = parse_u64(v, 1, 100'000'000, &iters);
-    } else if (a == "--warmup") {
-      ok = parse_u64(v, 0, 100'000'000, &warmup);
-    } else if (a == "--size") {
-      ok = parse_u64(v, 60, 1514, &size);
-    } else if (a == "--frames") {
-      ok = parse_u64(v, 1, 8, &frames);
-    } else if (a == "--split") {
-      ok = parse_u64(v, 0, 1, &split);
-    } else if (a == "--timeout") {
-      ok = parse_u64(v, 1, 3600, &timeout_s);
+    std::string why;
+    if (a != "--role" && number == nullptr) {
+      why = "unknown option " + a;
+    } else if (i + 1 >= argc) {
+      why = "missing value for " + a;
     } else {
-      ok = false;
+      const char* v = argv[++i];
+      if (number == nullptr) {
+        role = v;
+        if (role != "ping" && role != "pong")
+          why = "bad value for --role: '" + role + "' (ping or pong)";
+      } else if (!parse_u64(v, number->lo, number->hi, number->out)) {
+        why = "bad value for " + a + ": '" + v + "' (" + std::to_string(number->lo) + ".." +
+              std::to_string(number->hi) + ")";
+      }
     }
-    if (!ok) {
-      rte_eal_cleanup();
-      return usage(("bad argument " + a + " " + v).c_str());
+    if (!why.empty()) {
+      cleanup_eal();
+      return usage(why.c_str());
     }
   }
   if (role.empty()) {
-    rte_eal_cleanup();
+    cleanup_eal();
     return usage("--role ping|pong is required");
   }
   std::signal(SIGINT, on_signal);
@@ -384,10 +397,6 @@ int main(int argc, char** argv) {
     close_port();
   }
   roce::dpdk::settle_eal_interrupt_thread(std::chrono::seconds(5));
-  // DPDK 22.11 leaves its runtime directory (/var/run/dpdk/<file-prefix>) behind.
-  const std::string runtime_dir = rte_eal_get_runtime_dir();
-  rte_eal_cleanup();
-  std::error_code ec;
-  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+  cleanup_eal();
   return rc;
 }
