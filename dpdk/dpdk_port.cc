@@ -479,11 +479,18 @@ DpdkPort::~DpdkPort() {
   release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
   // Closing a memif port frees its queues and its socket: on the interrupt thread, as stop().
   // A device EAL probed is ours to remove only once this port configured it (not when set-up
-  // failed on a port that another DpdkPort has open).
-  const bool released = configured_ && !eal_devargs_.empty();
-  on_control_thread([this, released] {
+  // failed on a port that another DpdkPort has open), and only if it has no other port left (a
+  // PCI function may carry several).
+  bool released = false;
+  on_control_thread([this, &released] {
     if (configured_) rte_eth_dev_close(port_id_);
-    if ((remove_on_close_ || released) && device_ != nullptr) rte_dev_remove(device_);
+    if (device_ == nullptr) return;
+    if (!remove_on_close_ && configured_ && !eal_devargs_.empty()) {
+      uint16_t other = 0;
+      released = true;
+      RTE_ETH_FOREACH_DEV_OF(other, device_) released = false;
+    }
+    if (remove_on_close_ || released) rte_dev_remove(device_);
   });
   if (released) set_released_device(open_name_, eal_devargs_);
   if (held_) {
