@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -152,6 +153,33 @@ std::mutex& shared_memory_mu() {
   return mu;
 }
 
+// Devices EAL probed itself (--vdev, the PCI scan) whose port a DpdkPort has closed, by the name
+// open() was given, with the device string EAL had probed them with. Closing releases an ethdev
+// port while the device keeps its driver, so the device can only come back through a remove and
+// a new probe: ~DpdkPort removes it and notes it here, and open() probes it again from this.
+std::mutex g_released_mu;
+std::map<std::string, std::string> g_released_devices;
+
+std::string released_device(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_released_mu);
+  const auto it = g_released_devices.find(name);
+  return it == g_released_devices.end() ? "" : it->second;
+}
+
+void set_released_device(const std::string& name, const std::string& devargs) {
+  std::lock_guard<std::mutex> lock(g_released_mu);
+  if (devargs.empty()) {
+    g_released_devices.erase(name);
+  } else {
+    g_released_devices[name] = devargs;
+  }
+}
+
+// The ethdev ports a DpdkPort of this process has open: a second DpdkPort on one of them (two
+// devices given the same vdev name) would reconfigure or close it under the first.
+std::mutex g_held_mu;
+std::set<uint16_t> g_held_ports;
+
 // Mempool names must be unique in the process and outlive a leaked pool (see ~DpdkPort).
 std::string next_pool_name() {
   static std::atomic<uint32_t> counter{0};
@@ -204,9 +232,12 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
   uint16_t port_id = 0;
   bool probed_here = false;
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
-    std::string probe_args = devargs;
+    // A device EAL probed, closed by an earlier DpdkPort: probe it as EAL had, unless the caller
+    // gives arguments of its own.
+    const std::string eal_devargs = devargs == name ? released_device(name) : "";
+    std::string probe_args = eal_devargs.empty() ? devargs : eal_devargs;
     // net_memif: one ring slot per frame (see kMemifBufferArg).
-    if (name.rfind("net_memif", 0) == 0 && kvarg(devargs, kMemifBufferArg).empty() &&
+    if (name.rfind("net_memif", 0) == 0 && kvarg(probe_args, kMemifBufferArg).empty() &&
         config.mtu >= kMinMtu && config.mtu <= kMaxMtu) {
       probe_args +=
           std::string(",") + kMemifBufferArg + "=" + std::to_string(frame_buffer_size(config.mtu));
@@ -217,7 +248,9 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
                " (driver missing, bad argument, or interface absent; EAL's log says which)";
       return nullptr;
     }
-    probed_here = rc == 0;
+    // EAL's device again: set up as one EAL probed (removed and noted again on close).
+    probed_here = rc == 0 && eal_devargs.empty();
+    if (rc == 0) set_released_device(name, "");
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
       // A PCI address written differently from EAL's canonical form ("01:00.0" for
       // "0000:01:00.0") names no port: match the device string instead.
@@ -266,6 +299,15 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     *error = "open '" + what + "': " + msg;
     return nullptr;
   };
+  {
+    std::lock_guard<std::mutex> lock(g_held_mu);
+    port->held_ = g_held_ports.insert(port_id).second;
+  }
+  if (!port->held_) {
+    return fail("port '" + port->name_ +
+                "' is already open in this process (each device needs a device name of its own, "
+                "e.g. net_af_packet0 and net_af_packet1)");
+  }
 
   rte_eth_dev_info info;
   int rc = rte_eth_dev_info_get(port_id, &info);
@@ -273,6 +315,16 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
   port->device_ = info.device;
   port->driver_ = info.driver_name ? info.driver_name : "";
   port->shares_peer_memory_ = port->driver_ == "net_memif";
+  if (!devargs.empty() && !remove_on_close && info.device != nullptr) {
+    // A device EAL probed (--vdev, the PCI scan): closing the port releases it for good unless
+    // ~DpdkPort removes the device and open() probes it again, as EAL had it.
+    const rte_devargs* da = rte_dev_devargs(info.device);
+    port->eal_devargs_ = rte_dev_name(info.device);
+    if (da != nullptr && da->args != nullptr && *da->args != '\0') {
+      port->eal_devargs_ += std::string(",") + da->args;
+    }
+    port->open_name_ = devargs.substr(0, devargs.find(','));
+  }
 
   if (config.mtu < kMinMtu || config.mtu > kMaxMtu) {
     return fail("mtu " + std::to_string(config.mtu) + " outside [" + std::to_string(kMinMtu) +
@@ -426,10 +478,25 @@ DpdkPort::~DpdkPort() {
   stop();
   release_packet_ring_sockets(ring_sockets_);  // a port that never started (set-up failed)
   // Closing a memif port frees its queues and its socket: on the interrupt thread, as stop().
-  on_control_thread([this] {
+  // A device EAL probed is ours to remove only once this port configured it (not when set-up
+  // failed on a port that another DpdkPort has open), and only if it has no other port left (a
+  // PCI function may carry several).
+  bool released = false;
+  on_control_thread([this, &released] {
     if (configured_) rte_eth_dev_close(port_id_);
-    if (remove_on_close_ && device_ != nullptr) rte_dev_remove(device_);
+    if (device_ == nullptr) return;
+    if (!remove_on_close_ && configured_ && !eal_devargs_.empty()) {
+      uint16_t other = 0;
+      released = true;
+      RTE_ETH_FOREACH_DEV_OF(other, device_) released = false;
+    }
+    if (remove_on_close_ || released) rte_dev_remove(device_);
   });
+  if (released) set_released_device(open_name_, eal_devargs_);
+  if (held_) {
+    std::lock_guard<std::mutex> lock(g_held_mu);
+    g_held_ports.erase(port_id_);
+  }
   if (gated_) burst_gate::remove(&gate_);
   if (pool_ != nullptr) {
     // Freeing a pool whose mbufs are still referenced (by the engine, or by a peer's ring)

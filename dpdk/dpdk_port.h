@@ -88,7 +88,8 @@ class DpdkPort final : public PacketIo {
   // tx_pcap=out.pcap", "net_memif0,role=server,socket=/tmp/x.sock,socket-abstract=no",
   // "net_tap0") or a PCI address ("0000:01:00.0", needs EAL with pci = true). A device EAL
   // already probed (from --vdev or the PCI scan) is opened as it is. The device is removed
-  // again when the port is destroyed if this call probed it. nullptr and *error on failure.
+  // again when the port is destroyed; one EAL probed is probed again, with EAL's arguments, by
+  // the next open() of the same name (closing released its port). nullptr and *error on failure.
   static std::unique_ptr<DpdkPort> open(const std::string& devargs, const PortConfig& config,
                                         std::string* error);
   // Opens an existing ethdev port (one EAL probed from --vdev or the PCI scan, or one made by
@@ -199,6 +200,11 @@ class DpdkPort final : public PacketIo {
   bool started_ = false;
   bool configured_ = false;
   bool remove_on_close_ = false;
+  bool held_ = false;  // this port's id is in the process's set of open ports
+  // A device EAL probed, opened by open(): its device string as EAL had it ("name[,args]") and
+  // the name open() was given; ~DpdkPort removes the device and notes both for a later open().
+  std::string eal_devargs_;
+  std::string open_name_;
 
   // net_af_packet: its sockets (found at open by their binding; let go at stop) and the
   // kernel's ring drops read from them so far (each read of PACKET_STATISTICS resets the

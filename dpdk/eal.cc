@@ -127,9 +127,13 @@ std::vector<std::string> build_eal_args(const EalOptions& o, bool hugepages_ok) 
     args.push_back("--file-prefix=" +
                    (o.file_prefix.empty() ? "roce-" + std::to_string(getpid()) : o.file_prefix));
   }
-  const bool caller_memory = has_option(extra, {"-m", "--socket-mem", "--socket-limit", "--no-huge",
-                                                "--huge-dir", "--in-memory", "--legacy-mem"});
-  if (!caller_memory) {
+  // The memory mode (hugepages or not) and, without hugepages, its size are two defaults: a
+  // caller's -m replaces only the size ("raise EAL -m" must not turn hugepages on); the
+  // per-socket options are hugepage options (EAL refuses them with --no-huge).
+  const bool caller_mode = has_option(extra, {"--no-huge", "--huge-dir", "--in-memory",
+                                              "--legacy-mem", "--socket-mem", "--socket-limit"});
+  bool no_huge = has_option(extra, {"--no-huge"});
+  if (!caller_mode) {
     const bool huge =
         o.huge_pages == HugePages::kOn || (o.huge_pages == HugePages::kAuto && hugepages_ok);
     if (huge) {
@@ -139,9 +143,12 @@ std::vector<std::string> build_eal_args(const EalOptions& o, bool hugepages_ok) 
     } else {
       // --no-huge implies legacy memory, which --in-memory refuses; EAL picks IOVA as VA.
       args.push_back("--no-huge");
-      args.push_back("-m");
-      args.push_back(std::to_string(o.memory_mb));
+      no_huge = true;
     }
+  }
+  if (no_huge && !has_option(extra, {"-m"})) {
+    args.push_back("-m");
+    args.push_back(std::to_string(o.memory_mb));
   }
   if (!o.pci && !has_option(extra, {"--no-pci", "-a", "--allow", "-b", "--block"})) {
     args.push_back("--no-pci");

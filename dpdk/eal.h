@@ -41,7 +41,8 @@ struct EalOptions {
   // dpdk-telemetry.py). Off by default: nothing here reads it, and it is one thread less.
   bool telemetry = false;
   // Appended last, verbatim. An option given here replaces our default for the same thing
-  // (--file-prefix, -m/--socket-mem, --no-huge/--huge-dir, --lcores/-l/-c, --log-level,
+  // (--file-prefix; -m for the size of --no-huge memory; --no-huge/--huge-dir/--in-memory/
+  // --legacy-mem/--socket-mem/--socket-limit for the memory mode; --lcores/-l/-c, --log-level,
   // -a/--allow/-b/--block for --no-pci, --telemetry).
   std::vector<std::string> extra_args;
 };

@@ -159,12 +159,18 @@ rte_mbuf* make_frame(const Port& p, uint32_t size, uint64_t seq, bool stop) {
   return m;
 }
 
-// Sends n frames, retrying while the ring is full; false at the deadline.
-bool send_all(const Port& p, rte_mbuf** m, uint16_t n, uint64_t deadline) {
+// Sends n frames, retrying while the driver takes fewer; false (the rest freed) once it has
+// taken none for `timeout_ns` or on a signal. The clock is read only when a burst falls short.
+bool send_all(const Port& p, rte_mbuf** m, uint16_t n, uint64_t timeout_ns) {
   uint16_t sent = 0;
+  uint64_t deadline = 0;
   while (sent < n) {
-    sent += rte_eth_tx_burst(p.id, 0, m + sent, static_cast<uint16_t>(n - sent));
-    if (sent < n && (g_stop.load(std::memory_order_relaxed) || now_ns() > deadline)) {
+    const uint16_t k = rte_eth_tx_burst(p.id, 0, m + sent, static_cast<uint16_t>(n - sent));
+    sent += k;
+    if (sent == n) break;
+    const uint64_t now = now_ns();
+    if (k != 0 || deadline == 0) deadline = now + timeout_ns;
+    if (g_stop.load(std::memory_order_relaxed) || now > deadline) {
       rte_pktmbuf_free_bulk(m + sent, n - sent);
       return false;
     }
@@ -209,16 +215,17 @@ int run_pong(Port& p, uint64_t timeout_ns, bool split) {
       }
       ++k;
     }
-    // With --split the timed frames leave first, in a burst of their own.
-    uint16_t sent = 0;
-    while (sent < timed) {
-      sent += rte_eth_tx_burst(p.id, 0, bufs + sent, static_cast<uint16_t>(timed - sent));
-      if (g_stop.load(std::memory_order_relaxed)) return 1;
+    // With --split the timed frames leave first, in a burst of their own. A driver that takes
+    // nothing for the timeout (a memif peer gone between our receive and the echo) ends the run.
+    const auto companions_n = static_cast<uint16_t>(k - timed);
+    if (!send_all(p, bufs, timed, timeout_ns)) {
+      rte_pktmbuf_free_bulk(companions, companions_n);
+      std::fprintf(stderr, "roce-raw-pingpong: the port took no echo for the timeout\n");
+      return 1;
     }
-    sent = 0;
-    while (sent < k - timed) {
-      sent += rte_eth_tx_burst(p.id, 0, companions + sent, static_cast<uint16_t>(k - timed - sent));
-      if (g_stop.load(std::memory_order_relaxed)) return 1;
+    if (!send_all(p, companions, companions_n, timeout_ns)) {
+      std::fprintf(stderr, "roce-raw-pingpong: the port took no echo for the timeout\n");
+      return 1;
     }
     echoed += k;
     last = now_ns();
@@ -255,9 +262,16 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t f
     }
     const uint64_t t0 = now_ns();
     const uint64_t deadline = t0 + timeout_ns;
-    const bool sent_all = split ? send_all(p, m + frames - 1, 1, deadline) &&
-                                      send_all(p, m, static_cast<uint16_t>(frames - 1), deadline)
-                                : send_all(p, m, frames, deadline);
+    const auto companions = static_cast<uint16_t>(frames - 1);
+    bool sent_all = true;
+    if (!split) {
+      sent_all = send_all(p, m, frames, timeout_ns);
+    } else if (!send_all(p, m + companions, 1, timeout_ns)) {
+      rte_pktmbuf_free_bulk(m, companions);
+      sent_all = false;
+    } else {
+      sent_all = send_all(p, m, companions, timeout_ns);
+    }
     if (!sent_all) {
       std::fprintf(stderr, "roce-raw-pingpong: cannot send frame %llu\n",
                    static_cast<unsigned long long>(seq));
@@ -297,6 +311,14 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t f
   return 0;
 }
 
+// rte_eal_cleanup, and the runtime directory (/var/run/dpdk/<file-prefix>) DPDK 22.11 leaves.
+void cleanup_eal() {
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  std::error_code ec;
+  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,39 +331,44 @@ int main(int argc, char** argv) {
   argv += eal;
   std::string role;
   uint64_t iters = 100000, warmup = 1000, size = 64, frames = 1, timeout_s = 30, split = 0;
+  struct Number {
+    const char* name;
+    uint64_t lo, hi;
+    uint64_t* out;
+  };
+  const Number numbers[] = {
+      {"--iters", 1, 100'000'000, &iters}, {"--warmup", 0, 100'000'000, &warmup},
+      {"--size", 60, 1514, &size},         {"--frames", 1, 8, &frames},
+      {"--split", 0, 1, &split},           {"--timeout", 1, 3600, &timeout_s}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      rte_eal_cleanup();
-      return usage(("missing value for " + a).c_str());
+    const Number* number = nullptr;
+    for (const Number& n : numbers) {
+      if (a == n.name) number = &n;
     }
-    const char* v = argv[++i];
-    bool ok = true;
-    if (a == "--role") {
-      role = v;
-      ok = role == "ping" || role == "pong";
-    } else if (a == "--iters") {
-      ok = parse_u64(v, 1, 100'000'000, &iters);
-    } else if (a == "--warmup") {
-      ok = parse_u64(v, 0, 100'000'000, &warmup);
-    } else if (a == "--size") {
-      ok = parse_u64(v, 60, 1514, &size);
-    } else if (a == "--frames") {
-      ok = parse_u64(v, 1, 8, &frames);
-    } else if (a == "--split") {
-      ok = parse_u64(v, 0, 1, &split);
-    } else if (a == "--timeout") {
-      ok = parse_u64(v, 1, 3600, &timeout_s);
+    std::string why;
+    if (a != "--role" && number == nullptr) {
+      why = "unknown option " + a;
+    } else if (i + 1 >= argc) {
+      why = "missing value for " + a;
     } else {
-      ok = false;
+      const char* v = argv[++i];
+      if (number == nullptr) {
+        role = v;
+        if (role != "ping" && role != "pong")
+          why = "bad value for --role: '" + role + "' (ping or pong)";
+      } else if (!parse_u64(v, number->lo, number->hi, number->out)) {
+        why = "bad value for " + a + ": '" + v + "' (" + std::to_string(number->lo) + ".." +
+              std::to_string(number->hi) + ")";
+      }
     }
-    if (!ok) {
-      rte_eal_cleanup();
-      return usage(("bad argument " + a + " " + v).c_str());
+    if (!why.empty()) {
+      cleanup_eal();
+      return usage(why.c_str());
     }
   }
   if (role.empty()) {
-    rte_eal_cleanup();
+    cleanup_eal();
     return usage("--role ping|pong is required");
   }
   std::signal(SIGINT, on_signal);
@@ -370,10 +397,6 @@ int main(int argc, char** argv) {
     close_port();
   }
   roce::dpdk::settle_eal_interrupt_thread(std::chrono::seconds(5));
-  // DPDK 22.11 leaves its runtime directory (/var/run/dpdk/<file-prefix>) behind.
-  const std::string runtime_dir = rte_eal_get_runtime_dir();
-  rte_eal_cleanup();
-  std::error_code ec;
-  if (!runtime_dir.empty()) std::filesystem::remove_all(runtime_dir, ec);
+  cleanup_eal();
   return rc;
 }

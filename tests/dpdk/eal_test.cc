@@ -86,12 +86,42 @@ TEST(EalArgs, CallerArgumentsReplaceMatchingDefaults) {
   EalOptions glued;
   glued.extra_args = {"-m512", "--file-prefix", "x"};
   const auto g = build_eal_args(glued, false);
-  EXPECT_FALSE(contains(g, "--no-huge"));  // caller took charge of memory
+  EXPECT_TRUE(contains(g, "--no-huge"));  // -m sets the size only
+  EXPECT_FALSE(contains(g, "-m"));
   EXPECT_EQ(count_prefix(g, "--file-prefix"), 1u);
 
   EalOptions lcores;
   lcores.lcores = "0@0,1@1";
   EXPECT_TRUE(contains(build_eal_args(lcores, false), "--lcores=0@0,1@1"));
+}
+
+// "-m 2048" is what a pool too large for the default memory asks for ("raise EAL -m"): it
+// replaces our -m, not the memory mode. Without hugepages EAL then still needs --no-huge: alone,
+// "-m 2048" made EAL look for hugepages and fail ("Cannot get hugepage information").
+TEST(EalArgs, AMemorySizeReplacesOnlyOurSize) {
+  EalOptions o;
+  o.extra_args = {"-m", "2048"};
+  const auto no_huge = build_eal_args(o, /*hugepages_available=*/false);
+  EXPECT_EQ(std::count(no_huge.begin(), no_huge.end(), "--no-huge"), 1);
+  EXPECT_EQ(std::count(no_huge.begin(), no_huge.end(), "-m"), 1);
+  EXPECT_FALSE(contains(no_huge, "1024"));
+  EXPECT_TRUE(contains(no_huge, "2048"));
+  const auto huge = build_eal_args(o, /*hugepages_available=*/true);
+  EXPECT_TRUE(contains(huge, "--in-memory"));
+  EXPECT_FALSE(contains(huge, "--no-huge"));
+  // The caller's choice of memory mode replaces ours; with --no-huge alone our size stays.
+  EalOptions mode;
+  mode.extra_args = {"--no-huge"};
+  const auto m = build_eal_args(mode, /*hugepages_available=*/true);
+  EXPECT_EQ(std::count(m.begin(), m.end(), "--no-huge"), 1);
+  EXPECT_FALSE(contains(m, "--in-memory"));
+  EXPECT_TRUE(contains(m, "1024"));
+  // --socket-mem means hugepages (EAL refuses it with --no-huge): no mode, no size of ours.
+  EalOptions socket;
+  socket.extra_args = {"--socket-mem=512"};
+  const auto sm = build_eal_args(socket, /*hugepages_available=*/false);
+  EXPECT_FALSE(contains(sm, "--no-huge"));
+  EXPECT_FALSE(contains(sm, "-m"));
 }
 
 TEST(Eal, PortsRefuseToOpenBeforeEalRuns) {
@@ -296,6 +326,22 @@ TEST(Eal, SettleWaitsForTheInterruptThreadOnceWeHaveUsedIt) {
   ASSERT_TRUE(hold_interrupt_thread(&state));
   EXPECT_FALSE(settle_eal_interrupt_thread(std::chrono::milliseconds(20)));
   EXPECT_TRUE(wait_for_state(state, 2));
+  Eal::cleanup();
+}
+
+// A port EAL probed itself (--vdev here; the PCI scan for a real NIC) is released when its
+// DpdkPort closes it: a DpdkPort opened on it again (the verbs shim closes a device with its last
+// context and opens it with the next one) must still find it.
+TEST(Eal, APortEalProbedOpensAgainAfterItsDpdkPortClosed) {
+  EalOptions o;
+  o.extra_args = {"--vdev=net_null0"};
+  std::string error;
+  ASSERT_TRUE(Eal::init(o, &error)) << error;
+  for (int round = 0; round < 3; ++round) {
+    auto port = DpdkPort::open("net_null0", PortConfig{}, &error);
+    ASSERT_NE(port, nullptr) << "round " << round << ": " << error;
+    EXPECT_EQ(port->driver(), "net_null");
+  }
   Eal::cleanup();
 }
 

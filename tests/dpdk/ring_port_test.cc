@@ -232,6 +232,24 @@ TEST(RingPair, ClosesAndReopensUnderTheSameName) {
   }
 }
 
+// Two devices configured with the same vdev name (net_af_packet0 twice, for two interfaces) both
+// name one port: the second open must fail in one line naming it, and leave the first working.
+TEST(DpdkPort, OpeningAPortAnotherDpdkPortHoldsFailsAndLeavesItWorking) {
+  auto pair = make_pair();
+  ASSERT_NE(pair, nullptr);
+  const std::string name = pair->a().name();
+  std::string error;
+  EXPECT_EQ(DpdkPort::open(name, PortConfig{}, &error), nullptr);
+  EXPECT_NE(error.find("'" + name + "' is already open"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_EQ(DpdkPort::open_port_id(pair->a().port_id(), PortConfig{}, &error), nullptr);
+  EXPECT_NE(error.find("is already open"), std::string::npos) << error;
+  send_all(pair->a(), {make_frame(60, 1)});
+  EXPECT_EQ(receive(pair->b(), 1, 2s).size(), 1u);
+  send_all(pair->b(), {make_frame(60, 2)});
+  EXPECT_EQ(receive(pair->a(), 1, 2s).size(), 1u);
+}
+
 TEST(DpdkPort, OpenReportsProbeFailuresInOneLine) {
   std::string error;
   EXPECT_EQ(DpdkPort::open("net_nosuchdriver0", PortConfig{}, &error), nullptr);
