@@ -25,10 +25,27 @@ int64_t wall_minus_monotonic() {
 }
 }  // namespace
 
-std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err) {
+std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err,
+                                     const std::vector<std::string>& eal_defaults) {
   if (!validate(cfg, err)) return nullptr;
+  if (Eal::running()) {
+    // EAL started with an earlier device's arguments and cannot take others now.
+    const std::vector<std::string>& running = Eal::args();
+    std::string missing;
+    for (const std::string& a : cfg.eal_args) {
+      if (std::find(running.begin(), running.end(), a) != running.end()) continue;
+      missing += (missing.empty() ? "" : " ") + a;
+    }
+    if (!missing.empty()) {
+      *err = cfg.name + ": eal: '" + missing +
+             "' cannot take effect: EAL already runs in this process, started by an earlier "
+             "device without it (give the first device opened these eal arguments)";
+      return nullptr;
+    }
+  }
   EalOptions eal;
   eal.extra_args = cfg.eal_args;
+  eal.extra_args.insert(eal.extra_args.end(), eal_defaults.begin(), eal_defaults.end());
   if (!Eal::init(eal, err)) return nullptr;
 
   std::unique_ptr<Device> d(new Device());

@@ -27,8 +27,11 @@ class DpdkPort;
 class Device {
  public:
   // Opens the device and starts its engine (own thread, or inline). nullptr and one line in
-  // *err on failure.
-  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string* err);
+  // *err on failure. EAL starts with the first device opened in the process: cfg.eal_args
+  // (the user's `eal =`) then `eal_defaults` (a caller's own, e.g. the verbs shim's --lcores).
+  // A later device whose cfg.eal_args EAL does not run with fails, naming them.
+  static std::unique_ptr<Device> open(const DeviceConfig& cfg, std::string* err,
+                                      const std::vector<std::string>& eal_defaults = {});
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

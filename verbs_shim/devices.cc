@@ -49,9 +49,10 @@ void fill_ibv_device(ShimDevice* d) {
 // EAL pins the thread that starts it to the main lcore's CPUs, and threads started afterwards
 // (the engine's) inherit that. Unless the configuration says otherwise, lcore 0 gets every CPU
 // the process may use, so starting the stack inside a verbs call does not pin the application.
-std::vector<std::string> eal_args_for(const DeviceConfig& cfg) {
-  std::vector<std::string> args = cfg.eal_args;
-  for (const auto& a : args) {
+// Returns what to add to the configuration's eal arguments.
+std::vector<std::string> eal_defaults_for(const DeviceConfig& cfg) {
+  std::vector<std::string> args;
+  for (const auto& a : cfg.eal_args) {
     if (a.rfind("--lcores", 0) == 0 || a.rfind("-l", 0) == 0 || a.rfind("-c", 0) == 0) {
       return args;
     }
@@ -110,10 +111,9 @@ int acquire_device(ShimDevice* d) {
     static const int atfork = pthread_atfork(nullptr, nullptr, &on_fork_child);
     if (atfork != 0) return atfork;
     g_stack_started.store(true, std::memory_order_relaxed);
-    DeviceConfig cfg = d->cfg;
-    cfg.eal_args = eal_args_for(cfg);
+    const DeviceConfig& cfg = d->cfg;
     std::string err;
-    d->device = dpdk::Device::open(cfg, &err);
+    d->device = dpdk::Device::open(cfg, &err, eal_defaults_for(cfg));
     if (!d->device) {
       std::fprintf(stderr, "libibverbs (roce): cannot open device %s: %s\n", cfg.name.c_str(),
                    err.c_str());

@@ -219,6 +219,33 @@ TEST(DeviceCounters, WrittenToTheConfiguredFileWhenTheDeviceCloses) {
   }
 }
 
+// EAL starts once per process, with the first device's eal arguments. A later device with eal
+// arguments EAL was not started with fails its open, naming them; it used to run without them
+// (a second memif device's --single-file-segments, needed for zero-copy, silently lost).
+TEST(DeviceEal, ALaterDevicesEalArgumentsMustBeOnesEalRunsWith) {
+  DeviceConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("port=net_null40; ipv4=192.0.2.1/24", &cfg, &err)) << err;
+  std::unique_ptr<Device> first = Device::open(cfg, &err);
+  ASSERT_TRUE(first) << err;
+  ASSERT_GE(dpdk::Eal::args().size(), 2u);
+  DeviceConfig other;
+  ASSERT_TRUE(parse_device_string(
+      "name=second; port=net_null41; ipv4=192.0.2.2/24; eal=--single-file-segments", &other, &err))
+      << err;
+  EXPECT_FALSE(Device::open(other, &err));
+  EXPECT_EQ(err,
+            "second: eal: '--single-file-segments' cannot take effect: EAL already runs in this "
+            "process, started by an earlier device without it (give the first device opened "
+            "these eal arguments)");
+  DeviceConfig same;
+  ASSERT_TRUE(parse_device_string("name=third; port=net_null42; ipv4=192.0.2.3/24", &same, &err))
+      << err;
+  same.eal_args = {dpdk::Eal::args()[1]};  // one it runs with
+  std::unique_ptr<Device> third = Device::open(same, &err);
+  EXPECT_TRUE(third) << err;
+}
+
 // A counters file that cannot be written fails the open, not the close, and names it.
 TEST(DeviceCounters, AnUnwritableFileFailsTheOpen) {
   DeviceConfig cfg;
