@@ -224,6 +224,12 @@ uint64_t Device::tick(void* ctx, uint64_t now_ns) {
       d->link_ready_.store(kLinkNotReady);
     }
   }
+  // The capture reaches its file within a second or so (readable during a run; a process
+  // that is killed loses at most that much), one write(2) for all frames since the last.
+  if (d->capture_.is_open() && now_ns >= d->next_capture_flush_ns_) {
+    d->capture_.flush();
+    d->next_capture_flush_ns_ = now_ns + 1'000'000'000;
+  }
   // Look at new resolution requests (QPs that just went to RTR) at least every millisecond.
   return std::min<uint64_t>(next, now_ns + 1'000'000);
 }

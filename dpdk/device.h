@@ -92,7 +92,8 @@ class Device {
   std::unique_ptr<NeighborAgent> agent_;
   std::unique_ptr<EngineRunner> runner_;
   PcapWriter capture_;
-  std::FILE* counters_out_ = nullptr;  // DeviceConfig::counters, until write_counters()
+  uint64_t next_capture_flush_ns_ = 0;  // tick() writes the capture out about once a second
+  std::FILE* counters_out_ = nullptr;   // DeviceConfig::counters, until write_counters()
   // A memif link's shared memory: not populated since the link came up, being populated (by
   // the engine thread or wait_link_up), or populated.
   static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;

@@ -46,7 +46,8 @@ struct DeviceConfig {
   std::optional<uint16_t> vlan;  // 802.1Q VLAN id
   uint8_t pcp = 0;               // 802.1Q priority (only with a VLAN)
   std::vector<StaticNeighbor> neighbors;
-  std::string pcap;         // capture every RoCE frame sent and received to this file
+  std::string pcap;         // capture every RoCE frame sent and received to this file (written out
+                            // about once a second, whole records only, and at close)
   std::string counters;     // the counters go here ("-": stderr) when the device closes
   double drop = 0;          // fault injection: drop this fraction of frames received and sent
   double ce = 0;            // fault injection: mark this fraction of the ECT frames sent CE

@@ -3,6 +3,7 @@
 // READ, SEND and atomics through two engine threads, data verified; IPv4 and IPv6 GIDs.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -244,6 +245,44 @@ TEST(DeviceEal, ALaterDevicesEalArgumentsMustBeOnesEalRunsWith) {
   same.eal_args = {dpdk::Eal::args()[1]};  // one it runs with
   std::unique_ptr<Device> third = Device::open(same, &err);
   EXPECT_TRUE(third) << err;
+}
+
+// A capture file is written out about once a second while the device runs, so that it can be
+// read (tshark -r) during a run and a process that is killed leaves its frames up to a second
+// before; it was written only once 1 MiB of frames had gathered, or at close.
+TEST(DeviceCapture, TheFileIsWrittenWhileTheDeviceRuns) {
+  const std::string path = ::testing::TempDir() + "roce-capture-" + std::to_string(getpid());
+  DeviceConfig ca, cb;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("name=a; port=net_null50; ipv4=192.0.2.1/24; pcap=" + path +
+                                      "; neighbor=192.0.2.2 02:00:00:00:00:02",
+                                  &ca, &err))
+      << err;
+  ASSERT_TRUE(parse_device_string("name=b; port=net_null51; ipv4=192.0.2.2/24", &cb, &err)) << err;
+  std::unique_ptr<Device> da = Device::open(ca, &err);
+  ASSERT_TRUE(da) << err;
+  std::unique_ptr<Device> db = Device::open(cb, &err);
+  ASSERT_TRUE(db) << err;
+  Side a{da.get()}, b{db.get()};
+  ASSERT_TRUE(setup_side(a, 4096));
+  ASSERT_TRUE(setup_side(b, 4096));
+  ASSERT_EQ(connect_side(a, b, 1, Mtu::k1024), 0);
+  Sge sge{a.addr(), 64, a.key};
+  SendWr wr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.remote_addr = 0x1000;
+  wr.rkey = 1;
+  ASSERT_EQ(a.qp->post_send(wr), 0);  // sent into net_null: never acknowledged, retried
+  struct stat st {};
+  for (int i = 0; i < 300 && (stat(path.c_str(), &st) != 0 || st.st_size <= 24); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(st.st_size, 24) << "nothing but at most the file header within 3 s";
+  da.reset();
+  db.reset();
+  std::remove(path.c_str());
 }
 
 // A counters file that cannot be written fails the open, not the close, and names it.
