@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run). On a fresh Debian 12 machine it installs what is
-# missing, then:
+# scripts/test.sh: the project's test command (README, .ci/run). On a fresh Debian 12 machine
+# it installs what is missing, then:
 #   1. builds everything (RelWithDebInfo, warnings as errors) in build/ and runs the whole ctest
 #      suite;
 #   2. builds the DPDK-free layers with ASan + UBSan in build-asan/ and runs their tests;
@@ -8,8 +8,20 @@
 #      for coverage and ASan/UBSan) and fuzzes the parser (seeded from the golden captures), the
 #      engine, the neighbour agent (ARP / ND / echo) and the device configuration's parsers,
 #      ${ROCE_FUZZ_SECONDS:-60} s each.
-# Exits non-zero if any step fails. ROCE_TEST_QUICK=1 runs step 1 only.
+# Exits non-zero if any step fails. ROCE_TEST_QUICK=1 runs step 1 only. It takes no arguments:
+# --help prints this text, anything else is refused (exit 2) before anything starts.
 set -euo pipefail
+case "${1-}" in
+  "") ;;
+  -h | --help)
+    awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"
+    exit 0
+    ;;
+  *)
+    echo "test.sh: takes no arguments, got '$1' (see scripts/test.sh --help)" >&2
+    exit 2
+    ;;
+esac
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)

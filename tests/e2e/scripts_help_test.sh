@@ -6,7 +6,8 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 fails=0
-for s in demo.sh testbed.sh bench-datapath.sh bench-shim.sh; do
+# test.sh took no arguments at all: --help started the whole run (packages, builds, tests).
+for s in test.sh demo.sh testbed.sh bench-datapath.sh bench-shim.sh; do
   out=$(timeout 20 "$REPO/scripts/$s" --help 2>&1)
   rc=$?
   if [[ $rc -ne 0 || $out != *"scripts/$s"* || $out == *"set -euo pipefail"* ]]; then
@@ -17,5 +18,13 @@ for s in demo.sh testbed.sh bench-datapath.sh bench-shim.sh; do
     echo "ok: $s --help"
   fi
 done
+out=$(timeout 20 "$REPO/scripts/test.sh" --bogus 2>&1)
+rc=$?
+if [[ $rc -ne 2 || $out != "test.sh: takes no arguments, got '--bogus' (see scripts/test.sh --help)" ]]; then
+  echo "FAIL: test.sh --bogus: exit $rc (want 2): $out"
+  fails=$((fails + 1))
+else
+  echo "ok: test.sh --bogus refused"
+fi
 echo "$fails failed"
 ((fails == 0))
