@@ -89,12 +89,9 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err,
   }
   std::random_device rd;
   ec.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
-  // Congestion control: the line rate is the link's; ECT marking with DCQCN or ecn = on.
-  const double line_gbps = 100;  // DPDK virtual devices report no speed we could trust
-  ec.dcqcn = cfg.cc_profile == "connectx" ? cc::DcqcnParams::connectx(line_gbps)
-                                          : cc::DcqcnParams::paper(line_gbps);
-  if (!cfg.cc_params.empty() && !ec.dcqcn.parse(cfg.cc_params, err)) {
-    *err = cfg.name + ": cc_params: " + *err;
+  // Congestion control (checked by validate() above); ECT marking with DCQCN or ecn = on.
+  if (!cfg.dcqcn_params(&ec.dcqcn, err)) {
+    *err = cfg.name + ": " + *err;
     return nullptr;
   }
   ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;

@@ -228,7 +228,7 @@ bool apply_setting(DeviceConfig& c, const std::string& key_in, const std::string
     if (v != "paper" && v != "connectx") return bad(err, key, v, "paper or connectx");
     c.cc_profile = v;
   } else if (key == "cc_params") {
-    c.cc_params = v;  // checked when the device opens (the line rate is known then)
+    c.cc_params = v;  // checked by validate(), on top of whichever cc_profile is given
   } else if (key == "fault_seed") {
     if (!parse_u64(v, &n)) return bad(err, key, v, "a number");
     c.fault_seed = n;
@@ -371,6 +371,14 @@ bool devices_from_env(std::vector<DeviceConfig>* out, std::string* err) {
   return true;
 }
 
+bool DeviceConfig::dcqcn_params(cc::DcqcnParams* out, std::string* err) const {
+  *out = cc_profile == "connectx" ? cc::DcqcnParams::connectx(kLineGbps)
+                                  : cc::DcqcnParams::paper(kLineGbps);
+  if (cc_params.empty() || out->parse(cc_params, err)) return true;
+  *err = "cc_params: " + *err;
+  return false;
+}
+
 bool validate(const DeviceConfig& c, std::string* err) {
   if (c.port.empty()) {
     *err = c.name + ": no port given (port = a DPDK device, e.g. net_af_packet0,iface=veth0)";
@@ -387,6 +395,11 @@ bool validate(const DeviceConfig& c, std::string* err) {
   }
   if (c.pcp && !c.vlan) {
     *err = c.name + ": pcp needs a vlan (priority travels in the 802.1Q tag)";
+    return false;
+  }
+  cc::DcqcnParams dcqcn;
+  if (!c.dcqcn_params(&dcqcn, err)) {
+    *err = c.name + ": " + *err;
     return false;
   }
   return true;

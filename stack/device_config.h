@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "stack/cc/dcqcn.h"
 #include "stack/core/types.h"
 
 namespace roce {
@@ -66,6 +67,11 @@ struct DeviceConfig {
 
   // The RoCEv2 GID table this configuration yields (index 0: link-local, 1: first IPv4, ...).
   std::vector<Gid> gid_table(const Mac& mac) const;
+  // The DCQCN parameters of the device's QPs: cc_profile at kLineGbps, then cc_params. False and
+  // *err ("cc_params: dcqcn: ...") if the overrides are bad.
+  bool dcqcn_params(cc::DcqcnParams* out, std::string* err) const;
+  // The line rate DCQCN assumes: DPDK virtual devices report no speed that could be trusted.
+  static constexpr double kLineGbps = 100;
 };
 
 // Applies one key = value; false with *err set ("mtu: '99999' is not ... (576..9000)").

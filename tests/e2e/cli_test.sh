@@ -68,6 +68,9 @@ expect 2 "--device: counters: '' is not a file name, or - for standard error" wr
 expect 2 "no address given" write_bw --device "port=net_null0"
 expect 2 "ib-dev: no device 'mlx5_0' configured" write_bw -d mlx5_0 --config /dev/null
 expect 2 "--config: cannot read" write_bw --config /nonexistent/roce.conf
+# DCQCN overrides are checked with the rest of the configuration, before anything opens.
+expect 2 "roce0: cc_params: dcqcn: unknown key 'bogus'" write_bw \
+  --device "port=x; ipv4=10.0.0.1; cc_params=bogus=1"
 
 # A runtime failure: the device opens (net_null, no namespace needed) but nobody listens.
 if [[ $(id -u) -eq 0 ]]; then

@@ -133,6 +133,30 @@ TEST(DeviceConfig, AnIpv6AddressNeedsAnMtuOf1280) {
   EXPECT_TRUE(validate(c, &err)) << err;
 }
 
+// cc_params (DCQCN overrides on top of cc_profile) are checked with the rest of the
+// configuration, so a tool refuses them before it opens anything; a device checked them only
+// when it opened. The profile given anywhere in the configuration applies.
+TEST(DeviceConfig, DcqcnOverridesAreCheckedWithTheConfiguration) {
+  DeviceConfig c;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("name=d;port=x;ipv4=10.0.0.1;cc_params=bogus=1", &c, &err))
+      << err;
+  EXPECT_FALSE(validate(c, &err));
+  EXPECT_EQ(err.rfind("d: cc_params: dcqcn: ", 0), 0u) << err;
+  c = DeviceConfig{};
+  ASSERT_TRUE(parse_device_string("name=d;port=x;ipv4=10.0.0.1;cc_params=g=2", &c, &err)) << err;
+  EXPECT_FALSE(validate(c, &err));
+  c = DeviceConfig{};
+  ASSERT_TRUE(parse_device_string(
+      "name=d;port=x;ipv4=10.0.0.1;cc_params=g=0.01,rai_mbps=10;cc_profile=connectx", &c, &err))
+      << err;
+  EXPECT_TRUE(validate(c, &err)) << err;
+  cc::DcqcnParams p;
+  ASSERT_TRUE(c.dcqcn_params(&p, &err)) << err;
+  EXPECT_EQ(p.g, 0.01);
+  EXPECT_EQ(p.rai_gbps, 0.01);
+}
+
 // A section header is "[device]" or "[device NAME]": "[devicefoo]" is not a device "foo".
 TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
   for (const char* text :
