@@ -183,6 +183,24 @@ TEST(Responder, DuplicateSendIsReAckedNotRedelivered) {
   EXPECT_EQ(h.qp()->counters_.duplicate_requests, 1u);
 }
 
+// The receive a message under way has taken (its FIRST came, its LAST not yet) is flushed like the
+// receives still queued when the QP enters the error state (IBA 10.3.1.7): it is not lost.
+TEST(Responder, TheReceiveOfAMessageUnderWayIsFlushedByTheErrorState) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  h.post_recv(2, 4096, 4096);
+  h.exchange({h.peer_frame(op::kRcSendFirst, P0, {}, h.mtu(), false)});
+  QpAttr a;
+  a.qp_state = QpState::kErr;
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  for (uint64_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(c[i].wr_id, i + 1);
+    EXPECT_EQ(c[i].status, WcStatus::kWrFlushErr);
+  }
+}
+
 TEST(Responder, NoReceivePostedSendsRnrNakWithMinRnrTimer) {
   ProtocolHarness h;
   auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8),
@@ -196,6 +214,23 @@ TEST(Responder, NoReceivePostedSendsRnrNakWithMinRnrTimer) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].syndrome(), kAck);
   EXPECT_EQ(out[0].psn(), P0);
+}
+
+// The Solicited Event bit of a request reaches its receive completion (IBA 11.4.2.2): a CQ armed
+// for solicited completions is woken by a SEND that sets it, and not by one that does not.
+TEST(Responder, TheSolicitedBitWakesASolicitedArm) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  int notified = 0;
+  h.cq()->set_notify([](void* n, CompletionQueue*) { ++*static_cast<int*>(n); }, &notified);
+  h.cq()->arm(true);
+  h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  EXPECT_EQ(notified, 0);
+  h.set_peer_solicited(true);
+  h.exchange({h.peer_frame(op::kRcSendOnly, psn_add(P0, 1), {}, 8)});
+  EXPECT_EQ(notified, 1);
+  EXPECT_EQ(h.completions().size(), 2u);
 }
 
 TEST(Responder, WriteWithImmediateNeedsAReceive) {
@@ -277,6 +312,22 @@ TEST(Responder, WriteLengthMustMatchDmaLength) {
   EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
 
+// The whole range a WRITE's RETH names is checked at its FIRST packet (IBA 9.7.5.1.3): a WRITE
+// whose DMA length runs past the region's end is NAKed there, before any byte is written, though
+// the FIRST packet's own bytes lie inside the region.
+TEST(Responder, WriteRangeIsCheckedWholeAtTheFirstPacket) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  const uint64_t off = h.mem_size() - 2 * m;  // room for two packets, not three
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcWriteFirst, P0, h.reth(h.addr(off), h.rkey(), 3 * m), m, false)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+  EXPECT_EQ(out[0].psn(), P0);
+  for (uint32_t i = 0; i < m; ++i) ASSERT_EQ(h.mem()[off + i], 0) << "byte " << i << " written";
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
 TEST(Responder, ZeroLengthWriteChecksNoKey) {
   ProtocolHarness h;
   // IBA C9-88: a zero-length RDMA WRITE does not validate the R_Key.
@@ -348,6 +399,18 @@ TEST(Responder, SendWithInvalidateIsRefusedForKeysThatCannotBeInvalidated) {
     EXPECT_EQ(c[0].wc_flags & kWcWithInv, 0u);
     EXPECT_EQ(h.qp()->state(), QpState::kErr);
   }
+}
+
+// A LAST packet carries at least one byte (a message that ends on an MTU boundary ends with a full
+// LAST, not an empty one): an empty SEND LAST is an invalid request, as rxe checks.
+TEST(Responder, EmptyLastPacketIsInvalidRequest) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 4096);
+  auto out = h.exchange({h.peer_frame(op::kRcSendFirst, P0, {}, h.mtu(), false),
+                         h.peer_frame(op::kRcSendLast, psn_add(P0, 1), {}, 0)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
 }
 
 TEST(Responder, PacketLongerThanMtuIsInvalidRequest) {
@@ -626,22 +689,31 @@ TEST(Responder, AtomicOnAnUnalignedHostWordIsInvalidRequest) {
   for (int i = 4; i < 12; ++i) EXPECT_EQ(h.mem()[i], 0) << i;
 }
 
-// max_dest_rd_atomic 0 grants the peer no READ / atomic resources: such requests are invalid
-// (rxe NAKs them the same way) rather than served from a resource the QP never had.
-TEST(Responder, ReadsAndAtomicsNeedAResponderResource) {
+// A READ or an atomic needs a responder resource and the QP's access for it: max_dest_rd_atomic 0
+// grants the peer no resources, and a QP without REMOTE_READ (REMOTE_ATOMIC) takes no READ
+// (atomic), whatever the region allows. Either way the request is invalid (rxe NAKs it the same
+// way): nothing is read or executed.
+TEST(Responder, ReadsAndAtomicsNeedAResponderResourceAndTheQpsAccess) {
   for (const uint8_t opcode : {op::kRcReadRequest, op::kRcFetchAdd}) {
-    SCOPED_TRACE(static_cast<int>(opcode));
-    ProtocolHarness::Options o;
-    o.max_dest_rd_atomic = 0;
-    ProtocolHarness h(o);
-    const wire::ExtHeaders ext = opcode == op::kRcReadRequest
-                                     ? h.reth(h.addr(), h.rkey(), 64)
-                                     : atomic_eth(h.addr(64), h.rkey(), 1, 0);
-    auto out = h.exchange({h.peer_frame(opcode, P0, ext)});
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].opcode(), op::kRcAck);
-    EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
-    EXPECT_EQ(h.qp()->counters_.atomics_executed, 0u);
+    for (const bool no_resource : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << static_cast<int>(opcode) << (no_resource ? " no resource" : " no QP access"));
+      const bool read = opcode == op::kRcReadRequest;
+      ProtocolHarness::Options o;
+      if (no_resource) {
+        o.max_dest_rd_atomic = 0;
+      } else {
+        o.qp_access = kAllQp & ~(read ? kAccessRemoteRead : kAccessRemoteAtomic);
+      }
+      ProtocolHarness h(o);
+      const wire::ExtHeaders ext =
+          read ? h.reth(h.addr(), h.rkey(), 64) : atomic_eth(h.addr(64), h.rkey(), 1, 0);
+      auto out = h.exchange({h.peer_frame(opcode, P0, ext)});
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].opcode(), op::kRcAck);
+      EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+      EXPECT_EQ(h.qp()->counters_.atomics_executed, 0u);
+    }
   }
 }
 
@@ -930,5 +1002,23 @@ TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
     EXPECT_EQ(h.qp()->counters_.rx_packets, 1u);
     EXPECT_EQ(h.qp()->counters_.rx_bytes, f.size());
   }
+}
+
+// A datagram longer than its receive buffer, with the 40-byte GRH area, completes the receive
+// with LOC_LEN_ERR and is counted; nothing is written.
+TEST(Responder, UdDatagramLongerThanTheReceiveIsALengthError) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  h.post_recv(1, 0, 40 + 99);
+  wire::ExtHeaders e;
+  e.deth.qkey.set(o.qkey);
+  e.deth.src_qp.set(0x345);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kUdSendOnly, 7, e, 100, false)}).empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(h.engine().counters().ud_too_long, 1u);
+  EXPECT_EQ(h.mem()[20], 0);  // where the GRH area's IPv4 header would start
 }
 }  // namespace

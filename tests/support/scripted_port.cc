@@ -91,6 +91,7 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
   init.cap.max_send_wr = init.cap.max_recv_wr = 64;
   init.cap.max_send_sge = init.cap.max_recv_sge = 4;
   init.cap.max_inline_data = 64;
+  init.sq_sig_all = o.sq_sig_all;
   qp_ = engine_->create_qp(init, &err);
   connect();
   peer_path_.src_mac = peer_mac;
@@ -151,6 +152,7 @@ std::vector<uint8_t> ProtocolHarness::peer_frame(uint8_t opcode, uint32_t psn,
   bth.dest_qp = qp_->qpn();
   bth.psn = psn & 0xFFFFFF;
   bth.ack_req = ack_req;
+  bth.solicited = peer_solicited_;
   std::vector<uint8_t> buf(len + wire::kMaxHeadersLen + wire::kTrailerRoom);
   const uint32_t n = wire::build_frame(buf.data(), static_cast<uint32_t>(buf.size()), peer_path_,
                                        bth, ext, payload, len);

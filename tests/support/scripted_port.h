@@ -84,6 +84,7 @@ class ProtocolHarness {
     uint32_t qkey = 0x11223344;
     CcKind cc = CcKind::kEngineDefault;  // the QP's congestion control
     bool stop_at_rtr = false;            // connect() leaves the QP in RTR (a responder only)
+    bool sq_sig_all = false;             // QpInitAttr::sq_sig_all
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
@@ -114,6 +115,8 @@ class ProtocolHarness {
   void set_peer_traffic_class(uint8_t tc) { peer_path_.traffic_class = tc; }
   // Source address of the frames peer_frame builds from now on (another host's, say).
   void set_peer_source(const Gid& gid) { peer_path_.src_gid = gid; }
+  // Solicited Event bit of the frames peer_frame builds from now on.
+  void set_peer_solicited(bool se) { peer_solicited_ = se; }
 
   // Frames the peer sends to our QP.
   std::vector<uint8_t> peer_frame(uint8_t opcode, uint32_t psn, const wire::ExtHeaders& ext,
@@ -145,6 +148,7 @@ class ProtocolHarness {
   wire::PathSpec peer_path_;  // from the peer to us
   Gid peer_gid_{};
   Mac peer_mac_{};
+  bool peer_solicited_ = false;
 };
 
 }  // namespace roce::test
