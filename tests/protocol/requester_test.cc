@@ -97,6 +97,7 @@ TEST(Requester, WriteCarriesRethOnFirstAndImmOnLast) {
   auto out = h.exchange();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].opcode(), op::kRcWriteFirst);
+  EXPECT_FALSE(out[0].info.solicited);  // the Solicited Event bit goes on the last packet only
   const wire::Reth& r = out[0].info.ext<wire::Reth>(wire::Ext::kReth);
   EXPECT_EQ(r.va.get(), 0xABCD000u);
   EXPECT_EQ(r.rkey.get(), 0x77u);
@@ -216,6 +217,28 @@ TEST(Requester, RetryExhaustionFailsWithRetryExcAndFlushes) {
   EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
   EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
   EXPECT_EQ(c[1].opcode, WcOpcode::kRecv);
+}
+
+// PSN sequence error NAKs spend the retry budget as local ACK timeouts do (IBA 9.7.5.2.2; rxe the
+// same): a peer that NAKs every retransmission fails the WQE with RETRY_EXC_ERR after retry_cnt
+// retries, instead of being retried for ever.
+TEST(Requester, SequenceNaksSpendTheRetryBudget) {
+  ProtocolHarness::Options o;
+  o.retry_cnt = 2;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  const auto seq_nak = [&] {
+    return h.exchange(
+        {h.peer_frame(op::kRcAck, S0, h.aeth(static_cast<uint8_t>(NakCode::kPsnSeqError)))});
+  };
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(seq_nak().size(), 1u) << "retry " << i;
+  EXPECT_TRUE(h.completions().empty());
+  EXPECT_TRUE(seq_nak().empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
 
 TEST(Requester, RnrNakWaitsTheTimerThenRetries) {
@@ -547,6 +570,20 @@ TEST(Requester, RcSqDrainedComesAfterTheMessageUnderWay) {
   EXPECT_EQ(h.completions().size(), 1u);
 }
 
+// IBA 10.2.5: a UD send whose Q_Key has the high bit set carries the QP's own Q_Key instead.
+TEST(Requester, UdControlledQkeyMeansTheQpsOwn) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  const uint32_t ah = peer_ah(h);
+  ASSERT_EQ(post_ud(h, 1, ah, 0x80000000u), 0);
+  ASSERT_EQ(post_ud(h, 2, ah, 0x1234), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].info.ext<wire::Deth>(wire::Ext::kDeth).qkey.get(), o.qkey);
+  EXPECT_EQ(out[1].info.ext<wire::Deth>(wire::Ext::kDeth).qkey.get(), 0x1234u);
+}
+
 // A UD QP sends only through address handles of its own protection domain (as rdmavt checks):
 // one of another PD is a local QP operation error, and the QP goes to SQE. It was sent.
 TEST(Requester, UdAddressHandleOfAnotherPdIsRefused) {
@@ -641,15 +678,17 @@ TEST(Requester, RetryCountSevenNeverGivesUp) {
   EXPECT_TRUE(h.completions().empty());
 }
 
+// The failing WRITE is unsignalled: a work request that fails completes whatever its flags.
 TEST(Requester, RemoteAccessNakCompletesInErrorAndFlushes) {
   ProtocolHarness h;
-  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 100), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 100, 0), 0);
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
   h.exchange();
   h.exchange(
       {h.peer_frame(op::kRcAck, S0, h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError)))});
   auto c = h.completions();
   ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
   EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
   EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
 }
@@ -879,6 +918,25 @@ TEST(Requester, LostReadResponseReRequestsTheRestOfItsPiece) {
   EXPECT_EQ(std::memcmp(h.mem(), data.data(), data.size()), 0);
 }
 
+// A READ response whose payload is not the length its place in the READ calls for (a full MTU but
+// for the last) is malformed: dropped, nothing scattered, and the READ waits for a good one.
+// Taken, it left a hole in the data and the READ completed as if whole.
+TEST(Requester, ReadResponseOfTheWrongLengthIsDropped) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 2 * m, kSendSignaled, 0x10000, 0x55), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  std::vector<uint8_t> data(2 * m);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 3 + 1);
+  h.exchange({h.peer_frame(op::kRcReadRespFirst, S0, h.aeth(kAck, 1), data.data(), m - 16)});
+  EXPECT_EQ(h.qp()->counters_.dropped_responses, 1u);
+  h.exchange(read_responses(h, S0, data.data(), 2 * m));
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(h.mem(), data.data(), data.size()), 0);
+}
+
 // A READ that does not fit the room left in the window waits for it (at most a quarter of the
 // window when the READ is bigger than that), where before it went out and overshot the window.
 TEST(Requester, ReadWaitsForRoomInTheWindow) {
@@ -894,6 +952,21 @@ TEST(Requester, ReadWaitsForRoomInTheWindow) {
   EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
   EXPECT_EQ(out[0].psn(), S0 + 7);
   EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 4 * m);
+}
+
+// A READ response carries an ACK in its AETH; one with a NAK syndrome is a bad response (IBA
+// 9.7.5.2): the READ fails with BAD_RESP_ERR instead of taking the response's data.
+TEST(Requester, ReadResponseWithANakSyndromeIsABadResponse) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 64, kSendSignaled, 0x10000, 0x55), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  h.exchange({h.peer_frame(op::kRcReadRespOnly, S0,
+                           h.aeth(static_cast<uint8_t>(NakCode::kRemoteAccessError), 1), 64)});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kBadRespErr);
+  EXPECT_EQ(h.mem()[1], 0);  // nothing scattered
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
 
 TEST(Requester, AckBeyondAReadIsAnImplicitNak) {
@@ -963,14 +1036,30 @@ TEST(Requester, UnsignalledWorkCompletesSilently) {
   EXPECT_EQ(h.qp()->sq_.free_slots(), h.qp()->sq_.capacity());
 }
 
+// A QP created with sq_sig_all signals every work request, whatever its flags (ibv_create_qp(3)).
+TEST(Requester, SqSigAllSignalsEveryWorkRequest) {
+  ProtocolHarness::Options o;
+  o.sq_sig_all = true;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 8, 0), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 2, 0, 8, 0), 0);
+  ASSERT_EQ(h.exchange().size(), 2u);
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 1, h.aeth(kAck, 2))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[1].wr_id, 2u);
+}
+
 TEST(Requester, GhostAndStaleResponsesAreDropped) {
   ProtocolHarness h;
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 8), 0);
   h.exchange();
   h.exchange({h.peer_frame(op::kRcAck, S0 + 50, h.aeth(kAck, 1))});  // never sent
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 1, h.aeth(kAck, 1))});   // the next PSN: not sent yet
   h.exchange({h.peer_frame(op::kRcAck, S0 - 1, h.aeth(kAck, 0))});   // before the window
   EXPECT_TRUE(h.completions().empty());
-  EXPECT_EQ(h.qp()->counters_.dropped_responses, 2u);
+  EXPECT_EQ(h.qp()->counters_.dropped_responses, 3u);
   h.exchange({h.peer_frame(op::kRcAck, S0, h.aeth(kAck, 1))});
   EXPECT_EQ(h.completions().size(), 1u);
 }
