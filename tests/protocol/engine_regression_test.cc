@@ -211,6 +211,18 @@ TEST_F(EngineRegression, OnlyTheOptionalAccessRangeIsIgnored) {
   EXPECT_EQ(e.reg_mr(pd, buf, sizeof buf, 0, kAccessLocalWrite | (1u << 31), &key), EINVAL);
 }
 
+// IBA 10.6.3.1: a region that may be written remotely, or by atomics, must be writable locally.
+TEST_F(EngineRegression, RemoteWriteAndAtomicAccessNeedLocalWrite) {
+  Engine& e = a_.engine();
+  const uint32_t pd = e.alloc_pd();
+  static uint8_t buf[64];
+  uint32_t key = 0;
+  EXPECT_EQ(e.reg_mr(pd, buf, sizeof buf, 0, kAccessRemoteWrite, &key), EINVAL);
+  EXPECT_EQ(e.reg_mr(pd, buf, sizeof buf, 0, kAccessRemoteAtomic | kAccessRemoteRead, &key),
+            EINVAL);
+  EXPECT_EQ(e.reg_mr(pd, buf, sizeof buf, 0, kAccessRemoteWrite | kAccessLocalWrite, &key), 0);
+}
+
 // The engine copies into and out of registered memory on its own thread: a region the process
 // may not access (unmapped, or read-only with write access) was accepted, and the first access
 // killed the process with SIGSEGV. Registration refuses it with EFAULT, as rdma-core's does.

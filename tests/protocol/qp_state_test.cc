@@ -163,6 +163,9 @@ TEST_F(QpStateTest, BadValuesAreRefused) {
   a = rtr_attr();
   a.max_dest_rd_atomic = 200;
   EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
+  // The first value past the limit: the responder keeps kMaxRdAtomic READ / atomic resources.
+  a.max_dest_rd_atomic = kMaxRdAtomic + 1;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, kRtrMask), EINVAL);
   QpAttr p = init_attr();
   p.qp_state = QpState::kInit;
   p.port_num = 2;
@@ -275,7 +278,7 @@ TEST_F(QpStateTest, CqOverrunRaisesOneCqError) {
   EXPECT_EQ(take_events(AsyncEventType::kCqErr, tiny->cqn()), 0);
 }
 
-TEST_F(QpStateTest, PostSendChecksTheRequest) {
+TEST_F(QpStateTest, PostSendAndPostRecvCheckTheRequest) {
   ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
   ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
   ASSERT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), 0);
@@ -289,6 +292,9 @@ TEST_F(QpStateTest, PostSendChecksTheRequest) {
     ASSERT_EQ(qp_->post_send({.sg_list = s, .num_sge = 0, .opcode = WrOpcode::kSend}), 0);
   }
   EXPECT_EQ(qp_->post_send({.sg_list = s, .num_sge = 0, .opcode = WrOpcode::kSend}), ENOMEM);
+  // A receive with more SGEs than the QP was created with (one): its slot has room for no more.
+  EXPECT_EQ(qp_->post_recv({.sg_list = s, .num_sge = 2}), EINVAL);
+  EXPECT_EQ(qp_->post_recv({.sg_list = s, .num_sge = 1}), 0);
 }
 
 TEST_F(QpStateTest, UdNeedsQkeyAndNoRemoteAttributes) {

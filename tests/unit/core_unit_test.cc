@@ -172,6 +172,26 @@ TEST(CompletionQueue, SolicitedArmFiresOnSolicitedAndUnsuccessfulCompletions) {
   EXPECT_EQ(notified, 3);
 }
 
+// The SRQ limit event comes once fewer than `limit` receives remain, not when exactly `limit` do
+// (ibv_modify_srq(3): when the number drops below the limit), and once: the limit is disarmed.
+TEST(SharedReceiveQueue, LimitEventWhenFewerThanTheLimitRemain) {
+  SharedReceiveQueue srq;
+  ASSERT_TRUE(srq.init(1, 1, 8, 1));
+  Sge s{0x1000, 64, 1};
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(srq.post_recv({.wr_id = i, .sg_list = &s, .num_sge = 1}), 0);
+  }
+  srq.set_limit(3);
+  std::vector<uint64_t> buf(recv_slot_bytes(1) / 8 + 1);
+  auto* w = reinterpret_cast<RecvWqe*>(buf.data());
+  ASSERT_TRUE(srq.take(w));  // 3 left: not below the limit
+  EXPECT_FALSE(srq.take_limit_event());
+  ASSERT_TRUE(srq.take(w));  // 2 left
+  EXPECT_TRUE(srq.take_limit_event());
+  EXPECT_FALSE(srq.take_limit_event());
+  EXPECT_EQ(srq.limit(), 0u);
+}
+
 TEST(Doorbell, EveryRingIsSeenOnce) {
   DoorbellSet d(10000);
   std::set<uint32_t> want = {0, 1, 63, 64, 4095, 4096, 9999};
