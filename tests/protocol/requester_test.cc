@@ -109,6 +109,28 @@ TEST(Requester, WriteCarriesRethOnFirstAndImmOnLast) {
   EXPECT_EQ(imm[3], 4);
 }
 
+// A SEND with immediate of several packets: FIRST, MIDDLE, then LAST with the immediate (the
+// randomized sim workload caught its loss, but named no cause).
+TEST(Requester, SendWithImmCarriesItsImmediateOnTheLastPacket) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  Sge s{h.addr(), 3 * m, h.rkey()};
+  SendWr wr{.wr_id = 4,
+            .sg_list = &s,
+            .num_sge = 1,
+            .opcode = WrOpcode::kSendWithImm,
+            .send_flags = kSendSignaled,
+            .imm_data = 0x08070605};
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  auto out = h.exchange();
+  EXPECT_EQ(opcodes(out),
+            (std::vector<uint8_t>{op::kRcSendFirst, op::kRcSendMiddle, op::kRcSendLastImm}));
+  ASSERT_EQ(out.size(), 3u);
+  const auto& imm = out[2].info.ext<wire::ImmDt>(wire::Ext::kImmDt).data;
+  EXPECT_EQ(imm[0], 5);
+  EXPECT_EQ(imm[3], 8);
+}
+
 // Payloads of 256 bytes and more are copied into the frame (and CRCed) by 32-byte stores: they
 // go to a 32-byte boundary of the buffer, the frame starting up to 31 bytes into it, when the
 // buffer has the room; without it, at the buffer's start as before. Either way the frames are
