@@ -421,6 +421,19 @@ TEST(Responder, PacketLongerThanMtuIsInvalidRequest) {
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
 }
 
+// The boundary of the check below: a SEND that fills its receive buffer exactly is taken.
+TEST(Responder, SendFillingTheReceiveBufferExactlyIsTaken) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 50);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 50)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].byte_len, 50u);
+}
+
 TEST(Responder, SendLongerThanReceiveBuffer) {
   ProtocolHarness h;
   h.post_recv(1, 0, 50);
