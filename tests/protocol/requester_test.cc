@@ -514,6 +514,29 @@ TEST(Requester, UdDatagramsTakeTheDscpButNotTheEcnBitsOfTheAddressHandle) {
   ASSERT_EQ(h.completions().size(), 1u);
 }
 
+// A QP held by its pacer is scheduled at once when a rate increase lets it go now: the increase
+// cancels its pacing timer, so nothing else would wake it (it would wait for its retransmission
+// timer, 4 ms here). Four CNPs cut the rate to 6.25 Gb/s (alpha 1): a 4 KiB frame then costs
+// 5.3 us, so the pacer holds the QP across timer ticks, and the increase timer (55 us) fires
+// while a 128 KiB WRITE is being paced.
+TEST(Requester, ARateIncreaseReleasesAQpHeldByItsPacer) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kDcqcn;
+  o.mtu = Mtu::k4096;
+  ProtocolHarness h(o);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  }
+  ASSERT_EQ(h.qp()->cc_.rp.rate_gbps(), EngineConfig{}.dcqcn.line_gbps / 16);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 128 * 1024), 0);
+  std::vector<Emitted> out = h.exchange();
+  const std::vector<Emitted> later = h.advance(1'000'000);
+  out.insert(out.end(), later.begin(), later.end());
+  EXPECT_EQ(out.size(), 32u);
+  EXPECT_GT(h.engine().counters().paced, 0u);
+  EXPECT_GT(h.qp()->cc_.rp.counters().timer_events, 0u);
+}
+
 // SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
 // UD and UC QPs kept sending every WQE posted while in SQD.
 TEST(Requester, UdAndUcStartNothingNewInSqd) {

@@ -956,6 +956,29 @@ TEST(Responder, CeMarksDrawCnpsWhateverTheQpsOwnCongestionControl) {
   EXPECT_EQ(h.completions().size(), 2u);
 }
 
+// A DCQCN QP's own data leaves ECT(0) and, at line rate, at once (its pacer holds nothing back);
+// the CNP it sends for a CE mark carries BECN (annex A17.9.2) and the control traffic class,
+// Not-ECT, even right after that ECT data.
+TEST(Responder, ADcqcnQpsCnpHasBecnAndTheControlTrafficClassAfterEctData) {
+  ProtocolHarness::Options o;
+  o.cc = CcKind::kDcqcn;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 8), 0);
+  std::vector<Emitted> out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].info.ecn(), wire::Ecn::kEct0);
+  EXPECT_EQ(h.engine().counters().paced, 0u);
+  out = two_ce_marked_sends(h);
+  int cnps = 0;
+  for (const Emitted& e : out) {
+    if (e.opcode() != op::kCnp) continue;
+    ++cnps;
+    EXPECT_TRUE(e.info.becn);
+    EXPECT_EQ(e.info.traffic_class, 0);  // DSCP 0 (the QP's), Not-ECT
+  }
+  EXPECT_EQ(cnps, 1);
+}
+
 // A CNP slows its QP down only if the QP's peer could have sent it: one from another address
 // (any host that guessed a QP number) is counted and ignored, as other packets from the wrong
 // address are. It used to halve the QP's rate like the peer's own.

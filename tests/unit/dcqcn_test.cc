@@ -131,6 +131,19 @@ TEST(DcqcnParams, ParseErrorsNameTheKeyAndLeaveParamsUnchanged) {
   }
 }
 
+// The edges of each range are values a user may set: min_dec_factor=1 (no cut below the current
+// rate, ConnectX rpg_min_dec_fac=100), g=1, alpha 0 or 1, a floor equal to the line rate, a first
+// CNP rate at the floor.
+TEST(DcqcnParams, EdgesOfEachRangeAreAccepted) {
+  for (const char* spec :
+       {"min_dec_factor=1", "min_dec_factor=0", "g=1", "initial_alpha=0", "initial_alpha=1",
+        "min_rate_gbps=100", "first_cnp_rate_gbps=0.1", "first_cnp_rate_gbps=100"}) {
+    DcqcnParams p = DcqcnParams::paper(100);
+    std::string err;
+    EXPECT_TRUE(p.parse(spec, &err)) << spec << ": " << err;
+  }
+}
+
 TEST(DcqcnParams, ToStringRoundTripsThroughParse) {
   const DcqcnParams cx = DcqcnParams::connectx(25);
   DcqcnParams p;  // defaults differ from cx in most fields
@@ -300,6 +313,26 @@ TEST(DcqcnRp, NoCutFasterThanTheMinimumInterval) {
   paper.on_cnp(0);
   paper.on_cnp(0);
   EXPECT_EQ(paper.rate_gbps(), 25);
+}
+
+// A deferred cut replayed by a late call (the engine's wheel fires after the deadline) happens at
+// its own time, not at the call's: the increase timer and the alpha decay count from it, so a
+// late engine sees the same rate changes as a punctual one.
+TEST(DcqcnRp, ALateDeferredCutRestartsTheTimerFromItsOwnTime) {
+  DcqcnRp punctual, late;
+  for (DcqcnRp* rp : {&punctual, &late}) {
+    rp->init(Connectx(), 0);
+    rp->on_cnp(1 * kUs);  // cut 1
+    rp->on_cnp(2 * kUs);  // deferred to 5 us
+  }
+  punctual.on_timer(5 * kUs);
+  late.on_timer(50 * kUs);  // 45 us late, still long before the increase timer (300 us)
+  EXPECT_EQ(late.counters().rate_cuts, 2u);
+  EXPECT_EQ(late.next_timer_ns(), 5 * kUs + 300 * kUs);
+  EXPECT_EQ(late.next_timer_ns(), punctual.next_timer_ns());
+  punctual.on_timer(50 * kUs);
+  EXPECT_EQ(late.rate_gbps(), punctual.rate_gbps());
+  EXPECT_EQ(late.alpha(), punctual.alpha());
 }
 
 TEST(DcqcnRp, ClampTargetRateOffKeepsTheTargetUntilAnIncrease) {

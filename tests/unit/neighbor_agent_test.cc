@@ -422,6 +422,33 @@ TEST_F(NeighborAgentTest, UnicastNsWithoutOptionIsAnsweredToTheFrameSource) {
   EXPECT_TRUE(table_->entries().empty()) << "nothing to learn without the option";
 }
 
+// A unicast solicitation without the source link-layer address option, from a neighbour in the
+// table, is answered to the MAC the table holds (RFC 4861 7.2.4), whichever station's frame
+// carried it.
+TEST_F(NeighborAgentTest, UnicastNsWithoutOptionGoesToTheKnownNeighbour) {
+  answer(hex(kNs));  // learns kPeerV6 at kPeer
+  ASSERT_TRUE(table_->lookup(kPeerV6));
+  const Bytes probe = icmp6(kUs, kOther, kPeerV6, kOurV6, 255, nd_body(135, 0, kOurV6, 0, kPeer));
+  EXPECT_EQ(to_hex(answer(probe)), kNsReply);
+}
+
+// An ARP sender or ND link-layer address option naming our own MAC in another station's frame
+// (a request of ours looped back through a bridge, a misconfigured peer) is never answered nor
+// learned: such an entry would send the neighbour's traffic to ourselves.
+TEST_F(NeighborAgentTest, NeighbourMessagesNamingOurOwnMacAreNeverLearned) {
+  table_->want(kPeerV6);  // being resolved: an advertisement would complete it
+  Bytes req = arp(1, kBroadcast, kUs, kPeerV4, Mac{}, kOurV4);
+  std::copy(kPeer.begin(), kPeer.end(), req.begin() + 6);  // the frame is the peer's
+  expect_silent(req);
+  const Gid group = solicited(kOurV6);
+  expect_silent(
+      icmp6(mcast_mac(group), kPeer, kPeerV6, group, 255, nd_body(135, 0, kOurV6, 1, kUs)));
+  expect_silent(na(kUs, kPeerV6, kS | kO));
+  EXPECT_FALSE(table_->lookup(kPeerV4));
+  EXPECT_FALSE(table_->lookup(kPeerV6));
+  EXPECT_TRUE(sink_.resolved.empty());
+}
+
 TEST_F(NeighborAgentTest, Echo6ReplyMatchesLinuxButForFlowLabel) {
   const Bytes r = answer(hex(kEcho6Req));
   Bytes want = hex(kEcho6Reply);
@@ -558,6 +585,53 @@ TEST_F(NeighborAgentTest, ArpRequestUsesAddressOnTargetSubnet) {
   agent_->tick(0);
   ASSERT_EQ(sink_.sent.size(), 1u);
   EXPECT_EQ(to_hex(sink_.sent[0]), to_hex(padded(hex(kLinuxArpFor192))));
+}
+
+// Two addresses as close to the target as each other: the request asks from the first one (the
+// primary address, as Linux does).
+TEST_F(NeighborAgentTest, ArpRequestTakesTheFirstOfEquallyCloseAddresses) {
+  make(false, 0, {}, {v4(10, 0, 0, 1), v4(10, 0, 0, 2)});
+  table_->want(v4(10, 0, 0, 9));
+  agent_->tick(0);
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  EXPECT_EQ(to_hex(sink_.sent[0]),
+            to_hex(padded(arp(1, kBroadcast, kUs, v4(10, 0, 0, 1), Mac{}, v4(10, 0, 0, 9)))));
+}
+
+// A new user of a failed address asks again (NeighborTable::want): the entry is incomplete with a
+// fresh count of probes, so it is solicited max_probes times more before it fails again.
+TEST_F(NeighborAgentTest, AFailedAddressWantedAgainIsProbedAfresh) {
+  const Gid target = v4(10, 0, 0, 9);
+  table_->want(target);
+  for (uint64_t s = 0; s <= 3; ++s) agent_->tick(s * kSec);
+  ASSERT_EQ(entry(target)->state, NeighborTable::State::kFailed);
+  ASSERT_EQ(sink_.sent.size(), 3u);
+  table_->want(target);
+  EXPECT_EQ(entry(target)->state, NeighborTable::State::kIncomplete);
+  EXPECT_EQ(agent_->tick(10 * kSec), 11 * kSec);
+  EXPECT_EQ(sink_.sent.size(), 4u);
+  EXPECT_EQ(sink_.failed.size(), 1u);
+}
+
+// An NS for a global target never comes from a link-local address (RFC 6724 rule 2), even when
+// the link-local address comes first and neither shares a prefix with the target.
+TEST_F(NeighborAgentTest, NsForAGlobalTargetNeverUsesALinkLocalSource) {
+  make(false, 0, {}, {kOurLl, kOurV6});
+  table_->want(v6(0x2001, 9));
+  agent_->tick(0);
+  ASSERT_EQ(sink_.sent.size(), 1u);
+  ASSERT_GE(sink_.sent[0].size(), 14u + 24u);
+  EXPECT_TRUE(std::equal(kOurV6.begin(), kOurV6.end(), sink_.sent[0].begin() + 14 + 8));
+}
+
+// A neighbour that says again what the table holds (a periodic ARP request, say) is no new
+// resolution: nothing is counted and whoever waits on addresses is not told again.
+TEST_F(NeighborAgentTest, ARefreshWithTheSameMacIsNotANewResolution) {
+  answer(hex(kArpReq));
+  answer(hex(kArpReq));
+  EXPECT_EQ(sink_.resolved.size(), 1u);
+  EXPECT_EQ(ctr().learned, 1u);
+  EXPECT_EQ(ctr().resolved, 1u);
 }
 
 TEST_F(NeighborAgentTest, ArpResolutionSucceeds) {
@@ -801,6 +875,8 @@ TEST_F(NeighborAgentTest, FramesNotForUsAreIgnoredAndCounted) {
       echo4(kUs, kPeerV4, v4(10, 0, 0, 77), Bytes(8)),              // echo to another address
       echo4(kBroadcast, kPeerV4, v4(10, 0, 0, 255), Bytes(8)),      // broadcast echo
       echo4(kBroadcast, kPeerV4, kOurV4, Bytes(8)),                 // to us, L2 broadcast
+      icmp6(mcast_mac(v6(0xff02, 1)), kPeer, kPeerV6, kOurV6, 64,
+            {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to us, L2 multicast
       echo4(Mac{0x01, 0, 0x5e, 0, 0, 1}, kPeerV4, v4(224, 0, 0, 1), Bytes(8)),  // multicast
       icmp6(mcast_mac(v6(0xff02, 1)), kPeer, kPeerV6, v6(0xff02, 1), 64,
             {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to all-nodes
