@@ -180,6 +180,142 @@ TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
   EXPECT_EQ(post_send(a.qp, IBV_WR_SEND, 1, a, 0, 8), EINVAL);
 }
 
+// ibv_query_qp reports every attribute ibv_modify_qp set, each from its own field (the shim
+// converts field by field both ways), and ibv_qp_init_attr as the QP was created. The values
+// differ from each other and from rc_connect.h's, so that a field lost or taken from another
+// shows.
+TEST_F(VerbsTest, QueryQpReportsEveryAttributeModifySet) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  constexpr unsigned kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qp_access_flags = kAccess;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
+  at = rtr_attr(b.qp, b.ctx, 1);
+  at.path_mtu = IBV_MTU_2048;
+  at.rq_psn = 0x2345;
+  at.max_dest_rd_atomic = 3;
+  at.min_rnr_timer = 12;
+  at.ah_attr.grh.hop_limit = 17;
+  at.ah_attr.grh.traffic_class = 0x20;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, kRtrMask), 0);
+  at = rts_attr();
+  at.sq_psn = 0x3456;
+  at.timeout = 15;
+  at.retry_cnt = 5;
+  at.rnr_retry = 6;
+  at.max_rd_atomic = 2;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, kRtsMask), 0);
+
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &q, kRtrMask | kRtsMask | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT, &qi),
+            0);
+  EXPECT_EQ(q.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(q.path_mtu, IBV_MTU_2048);
+  EXPECT_EQ(q.qp_access_flags, kAccess);
+  EXPECT_EQ(q.rq_psn, 0x2345u);
+  EXPECT_EQ(q.sq_psn, 0x3456u);
+  EXPECT_EQ(q.dest_qp_num, b.qp->qp_num);
+  EXPECT_EQ(q.max_dest_rd_atomic, 3);
+  EXPECT_EQ(q.max_rd_atomic, 2);
+  EXPECT_EQ(q.min_rnr_timer, 12);
+  EXPECT_EQ(q.timeout, 15);
+  EXPECT_EQ(q.retry_cnt, 5);
+  EXPECT_EQ(q.rnr_retry, 6);
+  EXPECT_EQ(q.port_num, 1);
+  EXPECT_EQ(q.ah_attr.is_global, 1);
+  EXPECT_EQ(q.ah_attr.port_num, 1);
+  EXPECT_EQ(q.ah_attr.grh.sgid_index, 1);
+  EXPECT_EQ(q.ah_attr.grh.hop_limit, 17);
+  EXPECT_EQ(q.ah_attr.grh.traffic_class, 0x20);
+  const ibv_gid dgid = gid_of(b.ctx, 1);
+  EXPECT_EQ(std::memcmp(q.ah_attr.grh.dgid.raw, dgid.raw, 16), 0);
+  EXPECT_EQ(qi.qp_type, IBV_QPT_RC);
+  EXPECT_EQ(qi.send_cq, a.cq);
+  EXPECT_EQ(qi.recv_cq, a.cq);
+  EXPECT_EQ(qi.srq, nullptr);
+  EXPECT_EQ(qi.sq_sig_all, 0);
+  EXPECT_GE(qi.cap.max_recv_wr, 64u);
+  EXPECT_EQ(q.cap.max_recv_wr, qi.cap.max_recv_wr);
+
+  // A QP on a shared receive queue has no receive queue of its own; one that signals every send
+  // says so.
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(a.pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp_init_attr ca{};
+  ca.qp_context = this;
+  ca.send_cq = ca.recv_cq = a.cq;
+  ca.srq = srq;
+  ca.qp_type = IBV_QPT_RC;
+  ca.sq_sig_all = 1;
+  ca.cap.max_send_wr = ca.cap.max_recv_wr = 8;
+  ca.cap.max_send_sge = ca.cap.max_recv_sge = 1;
+  ibv_qp* sq = ibv_create_qp(a.pd, &ca);
+  ASSERT_NE(sq, nullptr);
+  EXPECT_EQ(ca.cap.max_recv_wr, 0u);
+  q = ibv_qp_attr{};
+  qi = ibv_qp_init_attr{};
+  ASSERT_EQ(ibv_query_qp(sq, &q, IBV_QP_CAP, &qi), 0);
+  EXPECT_EQ(q.cap.max_recv_wr, 0u);
+  EXPECT_EQ(q.cap.max_recv_sge, 0u);
+  EXPECT_EQ(qi.cap.max_recv_wr, 0u);
+  EXPECT_EQ(qi.srq, srq);
+  EXPECT_EQ(qi.qp_context, this);
+  EXPECT_EQ(qi.sq_sig_all, 1);
+  EXPECT_EQ(ibv_destroy_qp(sq), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Creation arguments just past their range are refused with EINVAL and create nothing: a
+// completion vector equal to num_comp_vectors, an SRQ limit above max_wr, an address handle on a
+// port the device does not have. Resizing a CQ to the size it has is no change.
+TEST_F(VerbsTest, CreateVerbsRefuseArgumentsJustOutOfRange) {
+  Side s;
+  make_side(s, 0);
+  EXPECT_EQ(ibv_resize_cq(s.cq, s.cq->cqe), 0);  // its own size: nothing to do
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(s.ctx, 16, nullptr, nullptr, s.ctx->num_comp_vectors), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_cq* cq = ibv_create_cq(s.ctx, 16, nullptr, nullptr, s.ctx->num_comp_vectors - 1);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  sa.attr.srq_limit = 17;
+  errno = 0;
+  EXPECT_EQ(ibv_create_srq(s.pd, &sa), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  sa.attr.srq_limit = 16;
+  ibv_srq* srq = ibv_create_srq(s.pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.port_num = 2;
+  ah.grh.sgid_index = 1;
+  ah.grh.hop_limit = 1;
+  ah.grh.dgid = gid_of(ctx_[1], 1);
+  errno = 0;
+  EXPECT_EQ(ibv_create_ah(s.pd, &ah), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ah.port_num = 1;
+  ibv_ah* h = ibv_create_ah(s.pd, &ah);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(ibv_destroy_ah(h), 0);
+}
+
 TEST_F(VerbsTest, RemoteAccessViolationsCompleteInErrorOnTheRequester) {
   Side a, b;
   make_side(a, 0);

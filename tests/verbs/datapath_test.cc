@@ -17,6 +17,33 @@ void fill(Buffer& b, size_t off, size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; ++i) b.p[off + i] = static_cast<uint8_t>(seed + i * 7 + (i >> 9));
 }
 
+// Creation attributes of an RC QP for the ibv_wr_* builder on `a`'s PD and CQ, taking `ops`:
+// 32 work requests, 2 SGEs each way, 128 bytes of inline data.
+ibv_qp_init_attr_ex wr_api_attr(const Side& a, uint64_t ops) {
+  ibv_qp_init_attr_ex xa{};
+  xa.send_cq = xa.recv_cq = a.cq;
+  xa.qp_type = IBV_QPT_RC;
+  xa.cap.max_send_wr = xa.cap.max_recv_wr = 32;
+  xa.cap.max_send_sge = xa.cap.max_recv_sge = 2;
+  xa.cap.max_inline_data = 128;
+  xa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  xa.pd = a.pd;
+  xa.send_ops_flags = ops;
+  return xa;
+}
+
+// A QP of `type` in `b`'s PD whose receives complete into the extended CQ `cqx` (its sends
+// into b's CQ): 16 work requests of one SGE each way.
+ibv_qp* qp_receiving_into(const Side& b, ibv_cq_ex* cqx, ibv_qp_type type) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = b.cq;
+  qa.recv_cq = ibv_cq_ex_to_cq(cqx);
+  qa.qp_type = type;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  return ibv_create_qp(b.pd, &qa);
+}
+
 // SEND, WRITE and READ of a multi-packet message, then both atomics; every byte checked.
 void rc_operations(Side& a, Side& b) {
   using T = VerbsTest;
@@ -250,13 +277,7 @@ TEST_F(VerbsTest, ExtendedCqPolling) {
   ibv_cq_ex* cqx = ibv_create_cq_ex(ctx_[1], &ca);
   ASSERT_NE(cqx, nullptr) << std::strerror(errno);
   // The QP's receives complete into the extended CQ.
-  ibv_qp_init_attr qa{};
-  qa.send_cq = b.cq;
-  qa.recv_cq = ibv_cq_ex_to_cq(cqx);
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(b.pd, &qa);
+  ibv_qp* qp = qp_receiving_into(b, cqx, IBV_QPT_RC);
   ASSERT_NE(qp, nullptr);
   ASSERT_EQ(connect_rc(a.qp, qp, ctx_[1], 1), 0);
   ASSERT_EQ(connect_rc(qp, a.qp, ctx_[0], 1), 0);
@@ -306,17 +327,9 @@ TEST_F(VerbsTest, WorkRequestBuilderApi) {
   Side a, b;
   make_side(a, 0);
   make_side(b, 1);
-  ibv_qp_init_attr_ex xa{};
-  xa.send_cq = xa.recv_cq = a.cq;
-  xa.qp_type = IBV_QPT_RC;
-  xa.cap.max_send_wr = xa.cap.max_recv_wr = 32;
-  xa.cap.max_send_sge = xa.cap.max_recv_sge = 2;
-  xa.cap.max_inline_data = 128;
-  xa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  xa.pd = a.pd;
-  xa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                      IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-                      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+  ibv_qp_init_attr_ex xa = wr_api_attr(a, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                                              IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+                                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
   ibv_qp* qp = ibv_create_qp_ex(ctx_[0], &xa);
   ASSERT_NE(qp, nullptr) << std::strerror(errno);
   ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
@@ -391,20 +404,55 @@ TEST_F(VerbsTest, WorkRequestBuilderApi) {
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+// The builder's limits are the QP's granted capabilities, inclusive: inline data of exactly
+// max_inline_data bytes is posted; inline data one byte longer, or an SGE list one longer than
+// max_send_sge, fails the batch with EINVAL and posts nothing.
+TEST_F(VerbsTest, WorkRequestBuilderLimitsAreTheGrantedOnes) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  ibv_qp_init_attr_ex xa = wr_api_attr(a, IBV_QP_EX_WITH_SEND);
+  ibv_qp* qp = ibv_create_qp_ex(ctx_[0], &xa);
+  ASSERT_NE(qp, nullptr) << std::strerror(errno);
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
+  ASSERT_EQ(connect_rc(qp, b.qp, ctx_[1], 1), 0);
+  ASSERT_EQ(connect_rc(b.qp, qp, ctx_[0], 1), 0);
+  const uint32_t max_inline = xa.cap.max_inline_data;
+  ASSERT_GE(max_inline, 128u);
+  ASSERT_LT(max_inline, 8192u);
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_EQ(post_recv(b.qp, i, b, i * 8192, 8192), 0);
+
+  ibv_wr_start(qx);
+  qx->wr_id = 1;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qx);
+  ibv_wr_set_inline_data(qx, a.buf->p, max_inline);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  auto wb = wait_wc(b.cq, 1);
+  ASSERT_EQ(wb.size(), 1u);
+  EXPECT_EQ(wb[0].byte_len, max_inline);
+  ASSERT_EQ(wait_wc(a.cq, 1).size(), 1u);
+
+  ibv_wr_start(qx);
+  ibv_wr_send(qx);
+  ibv_wr_set_inline_data(qx, a.buf->p, max_inline + 1);
+  EXPECT_EQ(ibv_wr_complete(qx), EINVAL);
+  const std::vector<ibv_sge> sges(xa.cap.max_send_sge + 1, ibv_sge{a.buf->addr(), 8, a.mr->lkey});
+  ibv_wr_start(qx);
+  ibv_wr_send(qx);
+  ibv_wr_set_sge_list(qx, sges.size(), sges.data());
+  EXPECT_EQ(ibv_wr_complete(qx), EINVAL);
+  EXPECT_EQ(wait_wc(b.cq, 1, 1).size(), 0u);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 TEST_F(VerbsTest, WorkRequestBuilderImmediatesAtomicsAndUd) {
   // RC: WRITE_WITH_IMM with an inline list, compare-and-swap.
   Side a, b;
   make_side(a, 0);
   make_side(b, 1);
-  ibv_qp_init_attr_ex xa{};
-  xa.send_cq = xa.recv_cq = a.cq;
-  xa.qp_type = IBV_QPT_RC;
-  xa.cap.max_send_wr = xa.cap.max_recv_wr = 8;
-  xa.cap.max_send_sge = xa.cap.max_recv_sge = 1;
-  xa.cap.max_inline_data = 64;
-  xa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  xa.pd = a.pd;
-  xa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+  ibv_qp_init_attr_ex xa =
+      wr_api_attr(a, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP);
   ibv_qp* qp = ibv_create_qp_ex(ctx_[0], &xa);
   ASSERT_NE(qp, nullptr) << std::strerror(errno);
   ASSERT_EQ(connect_rc(qp, b.qp, ctx_[1], 1), 0);
@@ -607,6 +655,84 @@ TEST_F(VerbsTest, UdSendErrorsMoveTheQpToSqeUntilRts) {
   EXPECT_EQ(ibv_destroy_ah(foreign), 0);
   EXPECT_EQ(ibv_destroy_ah(to_b), 0);
   EXPECT_EQ(ibv_dealloc_pd(other_pd), 0);
+}
+
+// A datagram polled through an extended CQ: the source QP and the GRH flag, as ibv_poll_cq
+// gives them (ibv_ud_pingpong and rdma-core's UD examples answer to the source QP).
+TEST_F(VerbsTest, ExtendedCqReadsTheSourceQpAndGrhFlagOfADatagram) {
+  Side a, b;
+  make_side(a, 0, 1 << 16, IBV_QPT_UD);
+  make_side(b, 1, 1 << 16, IBV_QPT_UD);
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(ctx_[1], &ca);
+  ASSERT_NE(cqx, nullptr) << std::strerror(errno);
+  ibv_qp* qp = qp_receiving_into(b, cqx, IBV_QPT_UD);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_EQ(ud_up(a.qp, 0x1234), 0);
+  ASSERT_EQ(ud_up(qp, 0x1234), 0);
+  ASSERT_EQ(post_recv(qp, 7, b, 0, 40 + 64), 0);
+  ibv_ah* ah = ah_to(a.pd, ctx_[1], 1);
+  ASSERT_NE(ah, nullptr);
+  ibv_sge s{a.buf->addr(), 64, a.mr->lkey};
+  ibv_send_wr w{};
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_SEND;
+  w.wr.ud.ah = ah;
+  w.wr.ud.remote_qpn = qp->qp_num;
+  w.wr.ud.remote_qkey = 0x1234;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  ibv_poll_cq_attr pa{};
+  int rc = ENOENT;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((rc = ibv_start_poll(cqx, &pa)) == ENOENT && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+  EXPECT_EQ(cqx->wr_id, 7u);
+  EXPECT_EQ(ibv_wc_read_byte_len(cqx), 40u + 64u);
+  EXPECT_EQ(ibv_wc_read_qp_num(cqx), qp->qp_num);
+  EXPECT_EQ(ibv_wc_read_src_qp(cqx), a.qp->qp_num);
+  EXPECT_TRUE(ibv_wc_read_wc_flags(cqx) & IBV_WC_GRH);
+  ibv_end_poll(cqx);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+// A chain longer than the room in the send queue: the work requests that fit are posted, the
+// call fails with ENOMEM and *bad_wr points at the first one refused. The QP is in SQD, where it
+// takes work requests but starts none, so the room cannot change meanwhile.
+TEST_F(VerbsTest, ASendQueueOverflowPointsBadWrAtTheFirstRefused) {
+  Side a, b;
+  make_side(a, 0, 1 << 16, IBV_QPT_RC, 4);
+  make_side(b, 1, 1 << 16, IBV_QPT_RC, 4);
+  connect_pair(a, b);
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_SQD;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE), 0);
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &at, IBV_QP_CAP, &ia), 0);
+  const uint32_t room = at.cap.max_send_wr;
+  ASSERT_GE(room, 4u);
+  ibv_sge s{a.buf->addr(), 8, a.mr->lkey};
+  std::vector<ibv_send_wr> w(room + 2);
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i].wr_id = i;
+    w[i].sg_list = &s;
+    w[i].num_sge = 1;
+    w[i].opcode = IBV_WR_RDMA_WRITE;
+    w[i].wr.rdma.remote_addr = b.buf->addr();
+    w[i].wr.rdma.rkey = b.mr->rkey;
+    w[i].next = i + 1 < w.size() ? &w[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(a.qp, w.data(), &bad), ENOMEM);
+  EXPECT_EQ(bad, &w[room]);
 }
 
 TEST_F(VerbsTest, SrqLimitRaisesAnAsyncEvent) {
