@@ -183,6 +183,17 @@ class VerbsTest : public ::testing::Test {
     ASSERT_EQ(connect_rc(b.qp, a.qp, a.ctx, gid), 0);
   }
 
+  // ibv_start_poll until a completion is there (0) or `seconds` passed (ENOENT), or its error.
+  static int start_poll_within(ibv_cq_ex* cq, int seconds = 10) {
+    ibv_poll_cq_attr pa{};
+    int rc = ENOENT;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while ((rc = ibv_start_poll(cq, &pa)) == ENOENT && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return rc;
+  }
+
   // Polls until n completions arrived (or the deadline); returns what it got.
   static std::vector<ibv_wc> wait_wc(ibv_cq* cq, size_t n, int seconds = 10) {
     std::vector<ibv_wc> out;
