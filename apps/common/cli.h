@@ -11,8 +11,6 @@
 
 namespace roce::apps {
 
-// Parses the command line. Returns -1 to go on, else the exit status: 0 after --help (printed),
-// 2 after a bad argument (said on stderr).
 // CLI11's Range lets "nan" through (every comparison with NaN is false): check this first.
 inline const CLI::Validator kNotNan(
     [](std::string& s) {
@@ -30,6 +28,8 @@ inline const CLI::Validator kNoMinus(
     },
     "", "NO_MINUS");
 
+// Parses the command line. Returns -1 to go on, else the exit status: 0 after --help (printed),
+// 2 after a bad argument (said on stderr).
 inline int parse_command_line(CLI::App& app, int argc, char** argv, const char* tool) {
   try {
     app.parse(argc, argv);

@@ -127,15 +127,15 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
     while (qp.snd_.send != qp.snd_.tail && n < budget && tx_room()) {
       // SQD: a UC message under way is finished, nothing new starts (req_can_start for RC);
       // the transition back to RTS schedules the QP.
-      if (st == QpState::kSqd && qp.snd_.offset == 0) {
-        note_drained(qp);
-        return false;
-      }
+      if (st == QpState::kSqd && qp.snd_.offset == 0) break;
       SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
       if (!ud_send(qp, w)) return false;
       ++n;
     }
-    if (st == QpState::kSqd) note_drained(qp);  // the message under way has left
+    if (st == QpState::kSqd) {
+      note_drained(qp);  // once the message under way has left
+      if (qp.snd_.offset == 0) return false;
+    }
     return qp.snd_.send != qp.snd_.tail;
   }
   if (!qp.path_ready_) {
