@@ -44,6 +44,18 @@ perf=$build_dir/apps/roce-perf
 [[ -x $perf ]] || { echo "demo: no $perf (build it, or drop --skip-build)" >&2; exit 1; }
 
 export ROCE_TB_PREFIX=${ROCE_DEMO_PREFIX:-roce-demo-}
+# One demo per prefix at a time: a second would tear down the first's namespaces on its way up.
+# The lock goes with the process, so a demo that was killed never blocks the next one.
+lock=${TMPDIR:-/tmp}/roce-demo.${ROCE_TB_PREFIX//\//_}lock
+# Opened for reading: a lock file another user made in /tmp cannot be opened to write
+# (fs.protected_regular), and flock needs no more.
+[[ -e $lock ]] || : >>"$lock" 2>/dev/null || true
+exec 9<"$lock"
+flock -n 9 || {
+  echo "demo: another demo is running with namespaces ${ROCE_TB_PREFIX}1 and ${ROCE_TB_PREFIX}2;" \
+    "wait for it, or give this one its own prefix with ROCE_DEMO_PREFIX" >&2
+  exit 2
+}
 logs=$(mktemp -d /tmp/roce-demo.XXXXXX)
 server_pid=
 cleanup() {

@@ -8,7 +8,8 @@
 #                                        (if it fails or is interrupted, it removes them again)
 #   scripts/testbed.sh env I             the settings of instance I again (shell assignments)
 #   scripts/testbed.sh run I -- CMD...   runs CMD inside namespace I
-#   scripts/testbed.sh down              removes every namespace of the prefix (idempotent)
+#   scripts/testbed.sh down              removes the namespaces of the prefix (idempotent): PREFIX1..
+#                                        PREFIX50 and PREFIXbr, not those of a longer prefix
 #   scripts/testbed.sh status            lists them
 #
 # PREFIX is $ROCE_TB_PREFIX (default roce-tb-): tests use their own so they never meet.
@@ -76,11 +77,15 @@ setup_if() {
   in_ns "$i" ip -6 addr add "${subnet6}::${i}/64" dev tb0 nodad
 }
 
+# ours NAME: whether NAME is one of this prefix's namespaces (PREFIX1..PREFIX50 or PREFIXbr),
+# so that `down` never removes those of a longer prefix that begins with ours.
+ours() { [[ ${1#"$prefix"} != "$1" && ${1#"$prefix"} =~ ^([1-9][0-9]?|br)$ ]]; }
+
 cmd_down() {
   need_root
   local n removed=0
   for n in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-    if [[ $n == "${prefix}"* ]]; then
+    if ours "$n"; then
       # Processes left in the namespace (a stack instance that did not exit) go first.
       local pids
       pids=$(ip netns pids "$n" 2>/dev/null || true)
@@ -139,7 +144,10 @@ cmd_up() {
 }
 
 cmd_status() {
-  ip netns list 2>/dev/null | awk -v p="$prefix" 'index($1, p) == 1 {print $1}'
+  local n
+  for n in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    if ours "$n"; then echo "$n"; fi
+  done
 }
 
 case ${1:-} in

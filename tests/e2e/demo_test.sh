@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's one-command demo (scripts/demo.sh), with the build already done by this ctest
 # run: it must print perftest's result lines for write_bw and send_lat, exit 0, and leave no
-# namespace behind.
+# namespace behind; a second demo started beside it is refused.
 #
 # Usage: demo_test.sh BUILD_DIR
 E2E_NAME=demo
@@ -11,8 +11,21 @@ source "$(dirname "$0")/lib.sh"
 require_netns
 export ROCE_DEMO_PREFIX="$ROCE_TB_PREFIX"
 log "scripts/demo.sh --skip-build --build-dir $BUILD"
-timeout -k 5 150 "$REPO/scripts/demo.sh" --skip-build --build-dir "$BUILD" >"$WORK/demo.out" 2>&1 ||
-  die "demo.sh failed: $(tail -n 20 "$WORK/demo.out")"
+timeout -k 5 150 "$REPO/scripts/demo.sh" --skip-build --build-dir "$BUILD" >"$WORK/demo.out" 2>&1 &
+demo=$!
+PIDS+=("$demo")
+# A second demo of the same prefix, started while the first runs, is refused and leaves the
+# first alone (it used to tear down the first's namespaces on its way up).
+for ((i = 0; i < 600; i++)); do
+  ip netns list | grep -q "^${ROCE_TB_PREFIX}2" && break
+  sleep 0.05
+done
+rc=0
+"$REPO/scripts/demo.sh" --skip-build --build-dir "$BUILD" >"$WORK/demo2.out" 2>&1 || rc=$?
+((rc == 2)) && grep -q "another demo is running" "$WORK/demo2.out" ||
+  die "a second demo beside the first: exit $rc, $(cat "$WORK/demo2.out")"
+log "a second demo beside the first: refused ($(head -c 60 "$WORK/demo2.out")...)"
+wait "$demo" || die "demo.sh failed: $(tail -n 20 "$WORK/demo.out")"
 grep -q "RDMA_Write BW Test" "$WORK/demo.out" || die "no write_bw banner"
 grep -q "Send Latency Test" "$WORK/demo.out" || die "no send_lat banner"
 grep -Eq '^ 65536 +5000 +[0-9.]+ +[0-9.]+' "$WORK/demo.out" || die "no write_bw result line"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/testbed.sh up leaves nothing behind when it fails part-way (here: an address the
 # kernel refuses, after the namespaces and links exist) or is stopped by a signal, with a veth
-# pair and with a bridge; and its --help is the usage text alone.
+# pair and with a bridge; down and status touch only PREFIX1..50 and PREFIXbr; and its --help is
+# the usage text alone.
 #
 # Usage: testbed_test.sh
 E2E_NAME=testbed
@@ -34,6 +35,22 @@ wait "$pid" || rc=$?
 left=$(ours)
 ((left == 0)) || die "up 6 stopped by SIGTERM left $left namespaces"
 log "up 6, stopped by SIGTERM (exit $rc): nothing left"
+
+# down removes this prefix's namespaces only, not those of a longer prefix that begins with it
+# (another testbed's, e.g. PREFIX "x-" beside "x-y-"): it used to remove every name it began.
+other="${ROCE_TB_PREFIX}y-"
+ip netns add "${other}1"
+ip netns add "${ROCE_TB_PREFIX}1"
+ip netns add "${ROCE_TB_PREFIX}br"
+status=$("$TESTBED" status | tr '\n' ' ')
+[[ $status == "${ROCE_TB_PREFIX}1 ${ROCE_TB_PREFIX}br " || $status == "${ROCE_TB_PREFIX}br ${ROCE_TB_PREFIX}1 " ]] ||
+  { ip netns del "${other}1"; die "status listed '$status'"; }
+"$TESTBED" down >/dev/null
+kept=$(ip netns list | awk '{print $1}' | grep -c "^${other}1$" || true)
+ip netns del "${other}1" 2>/dev/null || true
+((kept == 1)) || die "down removed ${other}1, a namespace of the prefix ${other}"
+(($(ours) == 0)) || die "down left $(ours) namespaces of its own prefix"
+log "down and status: ${other}1 is not ours and stays"
 
 help=$("$TESTBED" --help)
 grep -q "testbed.sh up N" <<<"$help" || die "--help does not show the usage"
