@@ -72,6 +72,13 @@ std::string kvarg(std::string_view args, std::string_view key) {
   return "";
 }
 
+// Removes the device rte_dev_probe made under `name`: a virtual device, or else a PCI one.
+void remove_probed(const std::string& name) {
+  if (rte_eal_hotplug_remove("vdev", name.c_str()) != 0) {
+    rte_eal_hotplug_remove("pci", name.c_str());
+  }
+}
+
 // The driver argument `key` the device was probed with, or "" if absent.
 std::string devarg_str(const rte_eth_dev_info& info, std::string_view key) {
   const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
@@ -242,6 +249,9 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
       probe_args +=
           std::string(",") + kMemifBufferArg + "=" + std::to_string(frame_buffer_size(config.mtu));
     }
+    // rte_dev_probe gives 0, not -EEXIST, for a device already there (with no ethdev port:
+    // one of another class, or one whose port was closed without removing it).
+    const bool existed = Eal::device_listed(name);
     const int rc = rte_dev_probe(probe_args.c_str());
     if (rc < 0 && rc != -EEXIST) {
       *error = "probe '" + devargs + "' failed: " + errno_text(rc) +
@@ -249,7 +259,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
       return nullptr;
     }
     // EAL's device again: set up as one EAL probed (removed and noted again on close).
-    probed_here = rc == 0 && eal_devargs.empty();
+    probed_here = rc == 0 && !existed && eal_devargs.empty();
     if (rc == 0) set_released_device(name, "");
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
       // A PCI address written differently from EAL's canonical form ("01:00.0" for
@@ -265,7 +275,12 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
         }
       }
       if (!found) {
-        *error = "probe '" + devargs + "' created no ethdev port named '" + name + "'";
+        // A device of another class (crypto_null0, a raw or event device) probes but is no
+        // ethdev: one this call probed goes again, so the name is free for what comes next;
+        // one that was there before stays.
+        if (rc == 0 && !existed) remove_probed(name);
+        *error = "probe '" + devargs + "' created no ethdev port named '" + name +
+                 "' (not a network device?)";
         return nullptr;
       }
     }

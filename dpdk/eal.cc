@@ -1,5 +1,6 @@
 #include "dpdk/eal.h"
 
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -254,6 +255,14 @@ bool Eal::init_raw(const std::vector<std::string>& args, std::string* error) {
   }
   s.started = true;
   return true;
+}
+
+bool Eal::device_listed(const std::string& name) {
+  for (const rte_devargs* da = rte_devargs_next(nullptr, nullptr); da != nullptr;
+       da = rte_devargs_next(nullptr, da)) {
+    if (name == da->name) return true;
+  }
+  return false;
 }
 
 bool Eal::running() {

@@ -67,6 +67,9 @@ class Eal {
   static const std::vector<std::string>& args();
   // Whether EAL uses hugepages (false with --no-huge).
   static bool uses_hugepages();
+  // Whether EAL lists a device of this name (its devargs: probed at start-up or since, and not
+  // removed).
+  static bool device_listed(const std::string& name);
   // rte_eal_cleanup. Every port and pool must be closed first. EAL cannot be started again in
   // this process afterwards. First waits for EAL's interrupt thread to finish what it was asked
   // (settle_eal_interrupt_thread, dpdk/intr_sync.h). Also removes the runtime directory

@@ -1,6 +1,7 @@
 #include "dpdk/testing.h"
 
 #include <rte_alarm.h>
+#include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_log.h>
@@ -107,6 +108,14 @@ std::string EalLogCapture::text() {
   out.resize(std::fread(out.data(), 1, out.size(), file_));
   std::fseek(file_, 0, SEEK_END);
   return out;
+}
+
+int probe_device(const std::string& devargs) { return rte_dev_probe(devargs.c_str()); }
+
+bool remove_device(const std::string& devargs) {
+  // Tests probe virtual devices only.
+  const std::string name = devargs.substr(0, devargs.find(','));
+  return rte_eal_hotplug_remove("vdev", name.c_str()) == 0;
 }
 
 }  // namespace roce::dpdk

@@ -61,4 +61,9 @@ class EalLogCapture {
   std::FILE* file_ = nullptr;
 };
 
+// rte_dev_probe(devargs) as it is (0 also for a device already there; Eal::device_listed
+// tells them apart); remove_device removes a virtual device, false if there was none.
+int probe_device(const std::string& devargs);
+bool remove_device(const std::string& devargs);
+
 }  // namespace roce::dpdk

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dpdk/intr_sync.h"
@@ -88,9 +89,17 @@ struct Port {
   }
 };
 
-bool open_port(Port* p) {
+// `device_given`: EAL's arguments named a device (--vdev, -a / --allow). Then no port means
+// its probe failed, which EAL logs but does not treat as an error.
+bool open_port(Port* p, bool device_given) {
   if (rte_eth_dev_count_avail() < 1) {
-    std::fprintf(stderr, "roce-raw-pingpong: no port (give --vdev ...)\n");
+    if (device_given) {
+      std::fprintf(stderr,
+                   "roce-raw-pingpong: no port: the device given to EAL did not probe (EAL's "
+                   "log says why; --log-level=8 for more)\n");
+    } else {
+      std::fprintf(stderr, "roce-raw-pingpong: no port (give --vdev ...)\n");
+    }
     return false;
   }
   uint16_t first = RTE_MAX_ETHPORTS;
@@ -322,6 +331,13 @@ void cleanup_eal() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool device_given = false;
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    const std::string_view a = argv[i];
+    for (const std::string_view opt : {"--vdev", "-a", "--allow"}) {
+      if (a.substr(0, opt.size()) == opt) device_given = true;
+    }
+  }
   const int eal = rte_eal_init(argc, argv);
   if (eal < 0) {
     std::fprintf(stderr, "roce-raw-pingpong: rte_eal_init: %s\n", rte_strerror(rte_errno));
@@ -375,7 +391,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   Port port;
   int rc = 1;
-  const bool opened = open_port(&port);
+  const bool opened = open_port(&port, device_given);
   if (opened) {
     const uint64_t timeout_ns = timeout_s * 1'000'000'000ull;
     rc = role == "ping" ? run_ping(port, iters, warmup, static_cast<uint32_t>(size),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # roce-raw-pingpong refuses each bad argument with exit 2 and a first line naming it, and leaves
 # no DPDK runtime directory behind (EAL has started by then: it makes /var/run/dpdk/<prefix>,
-# which rte_eal_cleanup leaves). Nothing is sent: no port is given.
+# which rte_eal_cleanup leaves); a device that does not probe is named as the cause. Nothing
+# is sent: no port opens.
 #
 #   raw_pingpong_args_test.sh TOOL
 set -euo pipefail
@@ -46,5 +47,18 @@ for c in "${cases[@]}"; do
     fail=1
   fi
 done
-((fail == 0)) && echo "PASS: ${#cases[@]} bad arguments refused, nothing left behind"
+# A device that does not probe (an interface that is not there) is named as the cause, not
+# reported as a missing --vdev; the run fails (exit 1) and leaves nothing behind either.
+rc=0
+timeout 30 "$TOOL" --no-huge -m 256 --no-pci --file-prefix "$prefix" --log-level=1 \
+  --vdev "net_af_packet0,iface=roce-no-such-if" -- --role pong --timeout 1 >"$out" 2>&1 || rc=$?
+if ((rc != 1)) || ! grep -q "the device given to EAL did not probe" "$out"; then
+  echo "FAIL: a device that did not probe: exit $rc, $(tr '\n' ' ' <"$out")"
+  fail=1
+fi
+if [[ -e /var/run/dpdk/$prefix ]]; then
+  echo "FAIL: the failed probe left /var/run/dpdk/$prefix behind"
+  fail=1
+fi
+((fail == 0)) && echo "PASS: ${#cases[@]} bad arguments refused, a device that did not probe named, nothing left behind"
 exit "$fail"
