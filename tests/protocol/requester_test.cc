@@ -192,6 +192,56 @@ TEST(Requester, NakSequenceErrorGoesBackN) {
   ASSERT_EQ(h.completions().size(), 1u);
 }
 
+// A sequence NAK whose PSN is the first of the WQE after a READ still awaiting its response
+// goes back to that WQE, not to the READ: the READ is not asked for again (at an offset past
+// its end), only the SEND is sent again; the READ's late response still completes it.
+TEST(Requester, NakAtTheWqeAfterAnUnansweredReadResendsThatWqeOnly) {
+  ProtocolHarness h;
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 100, kSendSignaled, 0x10000, 0x55), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 200, 64), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 2u);
+  // The responder took the READ (S0) and then missed something: it expects S0 + 1.
+  out = h.exchange(
+      {h.peer_frame(op::kRcAck, S0 + 1, h.aeth(static_cast<uint8_t>(NakCode::kPsnSeqError), 0))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcSendOnly);
+  EXPECT_EQ(out[0].psn(), S0 + 1);
+  ASSERT_EQ(out[0].info.payload_len, 64u);
+  EXPECT_EQ(std::memcmp(out[0].info.payload(), h.mem() + 200, 64), 0);
+  std::vector<uint8_t> data(100, 0x5a);
+  h.exchange({h.peer_frame(op::kRcReadRespOnly, S0, h.aeth(kAck, 1), data.data(), 100),
+              h.peer_frame(op::kRcAck, S0 + 1, h.aeth(kAck, 2))});
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRdmaRead);
+  EXPECT_EQ(c[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(h.mem()[0], 0x5a);
+}
+
+// A message held by a full window, whose every packet sent so far is then acknowledged, goes on
+// where it stopped: no rewind is counted, nothing is sent twice.
+TEST(Requester, AWindowFullyAcknowledgedIsNoRewind) {
+  ProtocolHarness::Options o;
+  o.max_inflight_psns = 4;
+  ProtocolHarness h(o);
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 10 * m), 0);
+  uint32_t next = S0;
+  auto expect_next = [&](const std::vector<Emitted>& out, size_t n) {
+    ASSERT_EQ(out.size(), n);
+    for (const Emitted& e : out) EXPECT_EQ(e.psn(), next++);
+  };
+  expect_next(h.exchange(), 4);
+  expect_next(h.exchange({h.peer_frame(op::kRcAck, S0 + 3, h.aeth(kAck, 0))}), 4);
+  expect_next(h.exchange({h.peer_frame(op::kRcAck, S0 + 7, h.aeth(kAck, 0))}), 2);
+  h.exchange({h.peer_frame(op::kRcAck, S0 + 9, h.aeth(kAck, 1))});
+  ASSERT_EQ(h.completions().size(), 1u);
+  EXPECT_EQ(h.qp()->counters_.retransmit_events, 0u);
+  EXPECT_EQ(h.qp()->counters_.retransmitted_packets, 0u);
+}
+
 TEST(Requester, LocalAckTimeoutRetransmitsFromOldestUnacked) {
   ProtocolHarness h;  // timeout 10: 4.19 ms
   ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);

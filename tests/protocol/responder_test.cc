@@ -616,6 +616,31 @@ TEST(Responder, DuplicateReadReexecutesFromTheRequestedPsn) {
   EXPECT_TRUE(out.empty());
 }
 
+// The retried range may start at the READ's first PSN (all of it again) or at its last (its
+// last packet alone, answered as an ONLY response).
+TEST(Responder, DuplicateReadFromItsFirstOrItsLastPsnIsAnswered) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  for (uint32_t i = 0; i < 4 * m; ++i) h.mem()[i] = static_cast<uint8_t>(i * 5 + 1);
+  auto out =
+      h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 2 * m + 9))});
+  ASSERT_EQ(out.size(), 3u);
+  out = h.exchange(
+      {h.peer_frame(op::kRcReadRequest, psn_add(P0, 2), h.reth(h.addr(2 * m), h.rkey(), 9))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRespOnly);
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 2));
+  ASSERT_EQ(out[0].info.payload_len, 9u);
+  EXPECT_EQ(std::memcmp(out[0].info.payload(), h.mem() + 2 * m, 9), 0);
+  out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 2 * m + 9))});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRespFirst);
+  EXPECT_EQ(out[0].psn(), P0);
+  EXPECT_EQ(out[2].opcode(), op::kRcReadRespLast);
+  EXPECT_EQ(out[2].psn(), psn_add(P0, 2));
+  EXPECT_EQ(h.qp()->state(), QpState::kRts);
+}
+
 TEST(Responder, ReadWithBadRkeyIsRemoteAccessError) {
   ProtocolHarness h;
   auto out =
