@@ -60,26 +60,27 @@ kill_one() {
   if [[ $victim == client ]]; then vpid=$cpid survivor=server survivor_pid=$spid; fi
   # roce-perf is timeout's child (ip netns exec replaced itself with timeout).
   pkill -KILL -P "$vpid" || die "$name: no $victim process to kill"
-  local killed_at=$SECONDS
+  local killed_at
+  killed_at=$(date +%s%N)
   wait "$vpid" 2>/dev/null || true
   local rc=0
   wait "$survivor_pid" || rc=$?
-  local took=$((SECONDS - killed_at))
+  local took_ms=$((($(date +%s%N) - killed_at) / 1000000))
   local out="$WORK/$name.$survivor.out"
   if [[ $rc -ne 1 ]] || ! grep -q '^roce-perf: ' "$out"; then
     echo "--- $survivor ($name) ---"
     tail -n 20 "$out"
     die "$name: the $survivor exited $rc after its peer was killed (want 1 and an error line)"
   fi
-  if ((took > 10)); then
+  if ((took_ms > 10000)); then
     tail -n 5 "$out"
-    die "$name: the $survivor took ${took} s to see that its peer was gone (want 10 s at most)"
+    die "$name: the $survivor took ${took_ms} ms to see that its peer was gone (want 10 s at most)"
   fi
   if [[ $survivor == client ]] && ! grep -q "link went down" "$out"; then
     tail -n 5 "$out"
     die "$name: the client did not say that its link went down"
   fi
-  log "$name: the $survivor exited 1 after ${took} s: $(grep '^roce-perf: ' "$out" | head -n 1)"
+  log "$name: the $survivor exited 1 after ${took_ms} ms: $(grep '^roce-perf: ' "$out" | head -n 1)"
   rm -f "$sock"
 }
 
