@@ -15,7 +15,7 @@ constexpr uint32_t psn_add(uint32_t psn, int64_t n) {
 }
 constexpr uint32_t psn_next(uint32_t psn) { return (psn + 1) & kPsnMask; }
 
-// Signed distance a - b in (-2^23, 2^23].
+// Signed distance a - b in [-2^23, 2^23): PSNs exactly 2^23 apart read as -2^23 either way.
 constexpr int32_t psn_diff(uint32_t a, uint32_t b) {
   return static_cast<int32_t>((a - b) << 8) >> 8;
 }

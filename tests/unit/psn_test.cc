@@ -34,4 +34,23 @@ TEST(Psn, OrderingHoldsForEveryBaseWithinHalfTheSpace) {
     }
   }
 }
+
+// The strict comparisons are false for equal PSNs, and every comparison is false the wrong way
+// round (a PSN equal to the expected one is not a duplicate, nor one just ahead a late one).
+TEST(Psn, ComparisonsAreStrictWhereTheyShouldBe) {
+  for (uint32_t base : {0u, 1u, 0x7FFFFFu, 0x800000u, 0xFFFFFFu}) {
+    EXPECT_FALSE(psn_lt(base, base)) << base;
+    EXPECT_FALSE(psn_gt(base, base)) << base;
+    EXPECT_TRUE(psn_ge(base, base)) << base;
+    for (int32_t d : {1, 0x7FFFFF}) {
+      const uint32_t ahead = psn_add(base, d);
+      EXPECT_FALSE(psn_lt(ahead, base)) << base << " " << d;
+      EXPECT_FALSE(psn_le(ahead, base)) << base << " " << d;
+      EXPECT_FALSE(psn_gt(base, ahead)) << base << " " << d;
+      EXPECT_FALSE(psn_ge(base, ahead)) << base << " " << d;
+      EXPECT_TRUE(psn_le(base, ahead)) << base << " " << d;
+      EXPECT_TRUE(psn_ge(ahead, base)) << base << " " << d;
+    }
+  }
+}
 }  // namespace

@@ -36,6 +36,27 @@ void refresh(std::vector<uint8_t>& f) {
                                                info.family == IpFamily::kIpv6));
 }
 
+// Inserts (delta > 0, zero bytes) or erases (delta < 0) bytes just before the ICRC and fixes the
+// IP and UDP lengths to match; the caller refreshes the checksums.
+void resize_before_icrc(std::vector<uint8_t>& f, int delta) {
+  PacketInfo info;
+  parse_frame(f.data(), static_cast<uint32_t>(f.size()), info, {false, false});
+  if (delta > 0) {
+    f.insert(f.end() - 4, static_cast<size_t>(delta), 0);
+  } else {
+    f.erase(f.end() - 4 + delta, f.end() - 4);
+  }
+  if (info.family == IpFamily::kIpv6) {
+    auto* ip = reinterpret_cast<Ipv6Hdr*>(f.data() + info.l3_off);
+    ip->payload_length.set(static_cast<uint16_t>(ip->payload_length.get() + delta));
+  } else {
+    auto* ip = reinterpret_cast<Ipv4Hdr*>(f.data() + info.l3_off);
+    ip->total_length.set(static_cast<uint16_t>(ip->total_length.get() + delta));
+  }
+  auto* udp = reinterpret_cast<UdpHdr*>(f.data() + info.l4_off);
+  udp->length.set(static_cast<uint16_t>(udp->length.get() + delta));
+}
+
 class Negative : public ::testing::TestWithParam<IpFamily> {
  protected:
   bool v6() const { return GetParam() == IpFamily::kIpv6; }
@@ -61,6 +82,16 @@ TEST_P(Negative, TruncationAtEveryByte) {
       ASSERT_EQ(e, want) << "opcode " << int(opc) << " cut at " << cut;
     }
   }
+}
+
+// A frame that ends inside its 802.1Q tag is a truncated L2 header: the tag is not read.
+TEST_P(Negative, TruncationInsideTheVlanTag) {
+  auto f = make_frame(make_path(GetParam(), /*vlan=*/true), op::kRcSendOnly, 0);
+  for (size_t cut = 14; cut < 18; ++cut) {
+    EXPECT_EQ(parse({f.begin(), f.begin() + static_cast<long>(cut)}), ParseError::kTruncatedL2)
+        << cut;
+  }
+  EXPECT_EQ(parse({f.begin(), f.begin() + 18}), ParseError::kTruncatedIp);
 }
 
 TEST_P(Negative, IpLengthLongerOrShorterThanFrame) {
@@ -133,10 +164,13 @@ TEST_P(Negative, UnknownOpcode) {
 }
 
 TEST_P(Negative, NonZeroTver) {
-  auto f = frame();
-  f[bth() + 1] |= 0x01;
-  refresh(f);
-  EXPECT_EQ(parse(f), ParseError::kBadTver);
+  // Any of the four TVer bits, the highest too.
+  for (uint8_t tver : {0x01, 0x08, 0x0F}) {
+    auto f = frame();
+    f[bth() + 1] |= tver;
+    refresh(f);
+    EXPECT_EQ(parse(f), ParseError::kBadTver) << int(tver);
+  }
 }
 
 TEST_P(Negative, BadPadCount) {
@@ -200,6 +234,19 @@ TEST_P(Negative, TruncatedExtensionHeader) {
   EXPECT_EQ(parse(f), ParseError::kTruncatedExtHeader);
 }
 
+// Only a CNP may stop right after its BTH (the short form some senders emit): any other opcode
+// whose extension headers are missing entirely is truncated, though its lengths agree.
+TEST_P(Negative, ExtensionHeadersMissingEntirely) {
+  for (uint8_t opc : {op::kRcWriteFirst, op::kRcWriteOnlyImm, op::kRcReadRequest,
+                      op::kRcReadRespFirst, op::kRcAck, op::kRcAtomicAck, op::kRcCmpSwap,
+                      op::kRcSendOnlyImm, op::kRcSendOnlyInv, op::kUdSendOnly}) {
+    auto f = frame(opc, 0);
+    resize_before_icrc(f, -static_cast<int>(opcode_info(opc).ext_len));
+    refresh(f);
+    EXPECT_EQ(parse(f), ParseError::kTruncatedExtHeader) << opcode_info(opc).name;
+  }
+}
+
 TEST_P(Negative, BadIcrcOnAnyCoveredByte) {
   auto f = frame(op::kRcSendOnly, 40);
   for (size_t i = bth(); i < f.size(); ++i) {
@@ -255,6 +302,43 @@ TEST(NegativeIpv4, OptionsFragmentsChecksum) {
   auto cs = base;
   cs[14 + 8] ^= 1;  // TTL changes: ICRC does not cover it, the IP checksum does
   EXPECT_EQ(parse(cs), ParseError::kIpv4BadChecksum);
+}
+
+// IHL counts 32-bit words: anything but 5 (no options) is refused, below 5 too (no room for
+// the header it describes).
+TEST(NegativeIpv4, HeaderLengthOtherThanFiveWords) {
+  for (uint8_t ihl : {0, 1, 4, 6, 15}) {
+    auto f = make_frame(make_path(IpFamily::kIpv4), op::kRcSendOnly, 64);
+    f[14] = static_cast<uint8_t>(0x40 | ihl);
+    refresh(f);
+    EXPECT_EQ(parse(f), ParseError::kIpv4Options) << int(ihl);
+  }
+}
+
+// The fragment offset is 13 bits: its highest bit makes a fragment as its lowest does.
+TEST(NegativeIpv4, EveryFragmentOffsetBitCounts) {
+  for (uint16_t offset : {0x0001, 0x0800, 0x1000, 0x1FFF}) {
+    auto f = make_frame(make_path(IpFamily::kIpv4), op::kRcSendOnly, 64);
+    reinterpret_cast<Ipv4Hdr*>(f.data() + 14)->flags_frag.set(kIpv4FlagDf | offset);
+    refresh(f);
+    EXPECT_EQ(parse(f), ParseError::kIpv4Fragment) << offset;
+  }
+}
+
+// A minimum-size frame may carry padding behind its datagram, but a total length shorter than
+// the 20-byte IPv4 header is no datagram: kBadIpLength, not a truncated UDP header.
+TEST(NegativeIpv4, TotalLengthShorterThanItsHeader) {
+  for (uint16_t total : {0, 8, 19, 20}) {
+    auto f = make_frame(make_path(IpFamily::kIpv4), op::kRcSendOnly, 0);
+    ASSERT_LE(f.size(), 60u);
+    f.resize(60, 0);
+    auto* ip = reinterpret_cast<Ipv4Hdr*>(f.data() + 14);
+    ip->total_length.set(total);
+    ip->checksum.set(0);
+    ip->checksum.set(static_cast<uint16_t>(~ipv4_header_checksum(f.data() + 14)));
+    // 20 bytes is a datagram of just the header: it is the UDP header that is missing.
+    EXPECT_EQ(parse(f), total < 20 ? ParseError::kBadIpLength : ParseError::kTruncatedUdp) << total;
+  }
 }
 
 // An Ethernet frame is at least 64 bytes with its FCS, and a bridge that adds an 802.1Q tag to a

@@ -137,6 +137,122 @@ TEST(RoundTrip, EcnBitsAndTrafficClassSurvive) {
   }
 }
 
+// extract_spec gives back every field the builder writes, non-default values included (the rxe
+// captures all have TTL 64, DF, no FECN or MigReq, a zero UDP checksum and short flow labels).
+TEST(RoundTrip, ExtractSpecRecoversEveryField) {
+  for (auto fam : {IpFamily::kIpv4, IpFamily::kIpv6}) {
+    for (bool vlan : {false, true}) {
+      for (uint32_t len : {4u, 5u, 6u, 7u}) {  // every pad count, so pad bits sit beside MigReq
+        const bool odd = len & 1;
+        PathSpec p = make_path(fam, vlan);
+        p.src_mac = {0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f};
+        p.dst_mac = {0x06, 0x17, 0x28, 0x39, 0x4a, 0x5b};
+        p.vlan_tci = vlan ? 0xA123 : 0;  // PCP 5, VID 0x123
+        p.traffic_class = 0x6A;          // DSCP 26, ECT(0)
+        p.hop_limit = 17;
+        if (fam == IpFamily::kIpv4) {
+          p.ipv4_df = odd;
+          p.ipv4_id = 0xBEEF;
+        } else {
+          p.flow_label = 0xABCDE;
+        }
+        p.udp_sport = 0xD00D;
+        p.udp_checksum = 0x1234;
+        BthFields b;
+        b.opcode = op::kRcSendOnly;
+        b.solicited = odd;
+        b.mig_req = !odd;
+        b.pkey = 0x7FFF;
+        b.fecn = odd;
+        b.becn = !odd;
+        b.dest_qp = 0x123456;
+        b.ack_req = !odd;
+        b.psn = 0xABCDEF;
+        std::vector<uint8_t> f(headers_len(p, b.opcode) + len + kTrailerRoom);
+        const std::vector<uint8_t> payload(len, 0x5C);
+        const uint32_t n = build_frame(f.data(), static_cast<uint32_t>(f.size()), p, b, make_ext(),
+                                       payload.data(), len);
+        ASSERT_GT(n, 0u);
+        PacketInfo info;
+        // The ICRC masks the UDP checksum and FECN / BECN: the frame verifies.
+        ASSERT_EQ(parse_frame(f.data(), n, info), ParseError::kOk);
+        EXPECT_EQ(info.fecn, b.fecn);
+        EXPECT_EQ(info.becn, b.becn);
+        EXPECT_EQ(info.traffic_class, 0x6A);
+        if (vlan) {
+          EXPECT_EQ(info.pcp(), 5);
+        }
+        PathSpec q;
+        BthFields c;
+        ExtHeaders e;
+        extract_spec(info, q, c, e);
+        SCOPED_TRACE(::testing::Message() << (fam == IpFamily::kIpv6 ? "IPv6" : "IPv4")
+                                          << (vlan ? " VLAN" : "") << " len " << len);
+        EXPECT_EQ(q.src_mac, p.src_mac);
+        EXPECT_EQ(q.dst_mac, p.dst_mac);
+        EXPECT_EQ(q.has_vlan, p.has_vlan);
+        EXPECT_EQ(q.vlan_tci, p.vlan_tci);
+        EXPECT_EQ(q.family, p.family);
+        EXPECT_EQ(q.src_gid, p.src_gid);
+        EXPECT_EQ(q.dst_gid, p.dst_gid);
+        EXPECT_EQ(q.traffic_class, p.traffic_class);
+        EXPECT_EQ(q.hop_limit, p.hop_limit);
+        EXPECT_EQ(q.ipv4_df, p.ipv4_df);
+        EXPECT_EQ(q.ipv4_id, p.ipv4_id);
+        EXPECT_EQ(q.flow_label, p.flow_label);
+        EXPECT_EQ(q.udp_sport, p.udp_sport);
+        EXPECT_EQ(q.udp_dport, p.udp_dport);
+        EXPECT_EQ(q.udp_checksum, p.udp_checksum);
+        EXPECT_EQ(c.opcode, b.opcode);
+        EXPECT_EQ(c.solicited, b.solicited);
+        EXPECT_EQ(c.mig_req, b.mig_req);
+        EXPECT_EQ(c.pkey, b.pkey);
+        EXPECT_EQ(c.fecn, b.fecn);
+        EXPECT_EQ(c.becn, b.becn);
+        EXPECT_EQ(c.dest_qp, b.dest_qp);
+        EXPECT_EQ(c.ack_req, b.ack_req);
+        EXPECT_EQ(c.psn, b.psn);
+      }
+    }
+  }
+}
+
+// A flow label wider than its 20 bits is cut to them: it never spills into the traffic class or
+// the version.
+TEST(RoundTrip, Ipv6FlowLabelKeepsToItsTwentyBits) {
+  PathSpec p = make_path(IpFamily::kIpv6);
+  p.traffic_class = 0x02;
+  p.flow_label = 0xFFF54321;
+  auto f = roce::test::make_frame(p, op::kRcSendOnly, 8);
+  PacketInfo info;
+  ASSERT_EQ(parse_frame(f.data(), static_cast<uint32_t>(f.size()), info), ParseError::kOk);
+  EXPECT_EQ(info.traffic_class, 0x02);
+  EXPECT_EQ(info.ipv6().flow_label(), 0x54321u);
+}
+
+// build_frame builds into exactly the room it asks for (headers, payload, three pad bytes and the
+// ICRC) and writes nothing beyond `cap`; one byte less and it refuses.
+TEST(Builder, BuildFrameFitsItsCapacityExactly) {
+  for (auto fam : {IpFamily::kIpv4, IpFamily::kIpv6}) {
+    const PathSpec p = make_path(fam, true);
+    BthFields b;
+    b.opcode = op::kRcWriteOnlyImm;
+    for (uint32_t len : {1u, 5u, 4093u}) {  // three pad bytes: the frame fills the room
+      const std::vector<uint8_t> payload(len, 0x77);
+      const uint32_t need = headers_len(p, b.opcode) + len + kTrailerRoom;
+      std::vector<uint8_t> buf(need + 16, 0xEE);
+      EXPECT_EQ(build_frame(buf.data(), need - 1, p, b, make_ext(), payload.data(), len), 0u)
+          << len;
+      std::fill(buf.begin(), buf.end(), 0xEE);
+      const uint32_t n = build_frame(buf.data(), need, p, b, make_ext(), payload.data(), len);
+      EXPECT_EQ(n, need) << len;
+      for (size_t i = need; i < buf.size(); ++i) ASSERT_EQ(buf[i], 0xEE) << len << " " << i;
+      PacketInfo info;
+      EXPECT_EQ(parse_frame(buf.data(), n, info), ParseError::kOk) << len;
+    }
+  }
+}
+
 TEST(RoundTrip, ShortCnpIsAccepted) {
   // A CNP without its 16 reserved bytes, as some senders emit it.
   auto f = roce::test::make_frame(make_path(IpFamily::kIpv4), op::kCnp, 0);
@@ -159,6 +275,104 @@ TEST(RoundTrip, ShortCnpIsAccepted) {
   ASSERT_EQ(parse_frame(s.data(), static_cast<uint32_t>(s.size()), info), ParseError::kOk);
   EXPECT_TRUE(info.cnp_short);
   EXPECT_EQ(info.opcode, op::kCnp);
+  // extract_spec leaves the reserved bytes it did not get at zero: it reads nothing past the
+  // BTH, neither the ICRC nor the Ethernet padding nor what lies behind the frame.
+  std::vector<uint8_t> big(s.size() + 32, 0xEE);
+  std::copy(s.begin(), s.end(), big.begin());
+  ASSERT_EQ(parse_frame(big.data(), static_cast<uint32_t>(s.size()), info), ParseError::kOk);
+  PathSpec path;
+  BthFields bth;
+  ExtHeaders ext;
+  ext.cnp.reserved.fill(0x11);
+  extract_spec(info, path, bth, ext);
+  EXPECT_EQ(ext.cnp.reserved, CnpPayload{}.reserved);
+  EXPECT_EQ(bth.opcode, op::kCnp);
+}
+
+// mark_ce does what a congested switch does: CE on a frame that is ECN-capable (either ECT
+// codepoint), every other bit untouched but the IPv4 header checksum, which stays valid; the ICRC
+// does not cover the ECN bits, so the frame still verifies. Not-ECT and CE frames are left alone.
+TEST(MarkCe, MarksEctFramesAndKeepsThemValid) {
+  for (auto fam : {IpFamily::kIpv4, IpFamily::kIpv6}) {
+    for (bool vlan : {false, true}) {
+      for (Ecn ecn : {Ecn::kNotEct, Ecn::kEct1, Ecn::kEct0, Ecn::kCe}) {
+        PathSpec p = make_path(fam, vlan);
+        p.traffic_class = static_cast<uint8_t>(46 << 2 | static_cast<uint8_t>(ecn));
+        auto f = roce::test::make_frame(p, op::kRcWriteOnly, 100);
+        const auto before = f;
+        const bool ect = ecn == Ecn::kEct0 || ecn == Ecn::kEct1;
+        SCOPED_TRACE(::testing::Message()
+                     << (fam == IpFamily::kIpv6 ? "IPv6" : "IPv4") << (vlan ? " VLAN" : "")
+                     << " ECN " << static_cast<int>(ecn));
+        EXPECT_EQ(mark_ce(f.data(), static_cast<uint32_t>(f.size())), ect);
+        PacketInfo info;
+        ASSERT_EQ(parse_frame(f.data(), static_cast<uint32_t>(f.size()), info), ParseError::kOk);
+        EXPECT_EQ(info.ecn(), ect ? Ecn::kCe : ecn);
+        EXPECT_EQ(info.traffic_class >> 2, 46);
+        if (!ect) {
+          EXPECT_EQ(f, before);
+          continue;
+        }
+        // Which bytes may change: IPv4 TOS and checksum; IPv6 byte 1 (the traffic class's low
+        // nibble, beside the flow label's high bits, which must survive).
+        const uint32_t l3 = info.l3_off;
+        for (uint32_t i = 0; i < f.size(); ++i) {
+          const bool may =
+              fam == IpFamily::kIpv4 ? (i == l3 + 1 || i == l3 + 10 || i == l3 + 11) : i == l3 + 1;
+          if (!may) {
+            EXPECT_EQ(f[i], before[i]) << "byte " << i;
+          }
+        }
+        if (fam == IpFamily::kIpv6) {
+          EXPECT_EQ(info.ipv6().flow_label(), p.flow_label);
+        }
+      }
+    }
+  }
+}
+
+// A switch marks by the IP header alone: any ECT datagram, RoCE or not, is marked (with a valid
+// IPv4 checksum after); what is not IP, or too short to hold its IP header, is not.
+TEST(MarkCe, MarksAnyEctIpDatagramButNothingElse) {
+  for (auto fam : {IpFamily::kIpv4, IpFamily::kIpv6}) {
+    PathSpec p = make_path(fam);
+    p.traffic_class = static_cast<uint8_t>(Ecn::kEct0);
+    // UDP to another port.
+    p.udp_dport = 4790;
+    auto other = roce::test::make_frame(p, op::kRcSendOnly, 16);
+    EXPECT_TRUE(mark_ce(other.data(), static_cast<uint32_t>(other.size())));
+    PacketInfo info;
+    EXPECT_EQ(parse_frame(other.data(), static_cast<uint32_t>(other.size()), info),
+              ParseError::kWrongUdpPort);  // the IPv4 checksum was verified before
+    EXPECT_EQ(info.ecn(), Ecn::kCe);
+    // Not UDP at all.
+    p.udp_dport = kRoceUdpPort;
+    auto icmp = roce::test::make_frame(p, op::kRcSendOnly, 16);
+    if (fam == IpFamily::kIpv6) {
+      icmp[14 + 6] = kIpProtoIcmpv6;
+    } else {
+      auto* ip = reinterpret_cast<Ipv4Hdr*>(icmp.data() + 14);
+      ip->protocol = kIpProtoIcmp;
+      ip->checksum.set(0);
+      ip->checksum.set(static_cast<uint16_t>(~ipv4_header_checksum(icmp.data() + 14)));
+    }
+    EXPECT_TRUE(mark_ce(icmp.data(), static_cast<uint32_t>(icmp.size())));
+    EXPECT_EQ(parse_frame(icmp.data(), static_cast<uint32_t>(icmp.size()), info),
+              ParseError::kNotUdp);
+    EXPECT_EQ(info.ecn(), Ecn::kCe);
+    // Not IP, and cut inside the IP header.
+    auto arp = roce::test::make_frame(p, op::kRcSendOnly, 16);
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    const auto arp_before = arp;
+    EXPECT_FALSE(mark_ce(arp.data(), static_cast<uint32_t>(arp.size())));
+    EXPECT_EQ(arp, arp_before);
+    auto cut = roce::test::make_frame(p, op::kRcSendOnly, 16);
+    cut.resize(14 + 10);
+    const auto cut_before = cut;
+    EXPECT_FALSE(mark_ce(cut.data(), static_cast<uint32_t>(cut.size())));
+    EXPECT_EQ(cut, cut_before);
+  }
 }
 }  // namespace
 
