@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "stack/core/counters_format.h"
 #include "stack/core/mr.h"
 #include "stack/core/queues.h"
+#include "stack/core/types.h"
 #include "stack/util/address_space.h"
 #include "stack/util/doorbell.h"
 #include "stack/util/pcap_writer.h"
@@ -122,6 +124,89 @@ TEST(TimerWheel, CallbackMayTouchOtherTimersOfTheSameSlot) {
   EXPECT_EQ(w.next_deadline_ns(), UINT64_MAX);
 }
 
+// A deadline on a tick boundary fires at the advance() to exactly that time, not a tick later;
+// one just after it, at the next tick.
+TEST(TimerWheel, ADeadlineOnATickBoundaryFiresAtThatTime) {
+  constexpr uint64_t kTick = uint64_t{1} << TimerWheel::kTickShift;
+  TimerWheel w(0);
+  TimerNode a, b;
+  w.arm(a, 5 * kTick);
+  w.arm(b, 5 * kTick + 1);
+  std::vector<TimerNode*> fired;
+  auto fire = [&](TimerNode& n) { fired.push_back(&n); };
+  w.advance(5 * kTick - 1, fire);
+  EXPECT_TRUE(fired.empty());
+  w.advance(5 * kTick, fire);
+  EXPECT_EQ(fired, std::vector<TimerNode*>{&a});
+  w.advance(6 * kTick - 1, fire);
+  EXPECT_EQ(fired.size(), 1u);
+  w.advance(6 * kTick, fire);
+  EXPECT_EQ(fired, (std::vector<TimerNode*>{&a, &b}));
+}
+
+// A deadline already passed (the current tick's, or older) fires at the next tick, not a
+// revolution later.
+TEST(TimerWheel, ADeadlineAlreadyPassedFiresAtTheNextTick) {
+  constexpr uint64_t kTick = uint64_t{1} << TimerWheel::kTickShift;
+  TimerWheel w(0);
+  w.advance(10 * kTick + 500, [](TimerNode&) {});
+  TimerNode a, b;
+  w.arm(a, 10 * kTick);     // rounds up to the current tick
+  w.arm(b, 3 * kTick + 7);  // long past
+  EXPECT_EQ(w.next_deadline_ns(), 11 * kTick);
+  int fired = 0;
+  w.advance(11 * kTick, [&](TimerNode&) { ++fired; });
+  EXPECT_EQ(fired, 2);
+  EXPECT_EQ(w.armed(), 0u);
+}
+
+// A jump of more than a revolution fires a timer of every slot exactly once.
+TEST(TimerWheel, AJumpPastARevolutionVisitsEverySlot) {
+  constexpr uint64_t kTick = uint64_t{1} << TimerWheel::kTickShift;
+  for (uint64_t jump :
+       {TimerWheel::kSlots + 1, 2 * TimerWheel::kSlots, 3 * TimerWheel::kSlots + 17}) {
+    TimerWheel w(0);
+    std::vector<TimerNode> n(TimerWheel::kSlots);
+    for (size_t i = 0; i < n.size(); ++i) {
+      n[i].owner = static_cast<uint32_t>(i);
+      w.arm(n[i], (i + 1) * kTick);  // ticks 1 .. kSlots: one per slot
+    }
+    std::vector<int> fired(n.size());
+    w.advance(jump * kTick, [&](TimerNode& t) { ++fired[t.owner]; });
+    EXPECT_EQ(std::count(fired.begin(), fired.end(), 1), static_cast<long>(n.size())) << jump;
+    EXPECT_EQ(w.armed(), 0u);
+  }
+}
+
+// next_deadline_ns() finds the earliest timer wherever it sits: armed after the last answer
+// (the cached one), in a slot at the start of a bitmap word seen from the middle of the one
+// before, or a whole revolution out (the slot of the current tick, also where that slot starts a
+// word and the scan reaches it by skipping empty words).
+TEST(TimerWheel, NextDeadlineFindsTheEarliestTimerWhereverItIs) {
+  constexpr uint64_t kTick = uint64_t{1} << TimerWheel::kTickShift;
+  TimerWheel w(0);
+  TimerNode a, b;
+  w.arm(a, 10'000'000);
+  EXPECT_EQ(w.next_deadline_ns(), ((10'000'000 + kTick - 1) / kTick) * kTick);
+  w.arm(b, 50 * kTick);  // earlier than the cached answer
+  EXPECT_EQ(w.next_deadline_ns(), 50 * kTick);
+  w.cancel(a);
+  w.cancel(b);
+  w.arm(a, TimerWheel::kSlots * kTick);  // one revolution out, seen from tick 0
+  EXPECT_EQ(w.next_deadline_ns(), TimerWheel::kSlots * kTick);
+
+  TimerWheel u(0);
+  u.advance(10 * kTick, [](TimerNode&) {});
+  TimerNode c;
+  u.arm(c, 128 * kTick);  // slot 128: bit 0 of word 2
+  EXPECT_EQ(u.next_deadline_ns(), 128 * kTick);
+  u.arm(c, (10 + TimerWheel::kSlots) * kTick);  // one revolution out: the current tick's slot
+  EXPECT_EQ(u.next_deadline_ns(), (10 + TimerWheel::kSlots) * kTick);
+  int fired = 0;
+  u.advance((10 + TimerWheel::kSlots) * kTick, [&](TimerNode&) { ++fired; });
+  EXPECT_EQ(fired, 1);
+}
+
 TEST(SpscQueue, OrderAndCapacityAcrossThreads) {
   SpscQueue q;
   ASSERT_TRUE(q.init(100, sizeof(uint64_t)));
@@ -144,6 +229,40 @@ TEST(SpscQueue, OrderAndCapacityAcrossThreads) {
     q.retire(c + 1);
   }
   producer.join();
+}
+
+// Slots are slot_bytes rounded up to 16 and never overlap, whatever the size; free_slots() counts
+// what the producer may still fill; reset() and a second init() leave an empty queue.
+TEST(SpscQueue, SlotsFreeSlotsResetAndReinit) {
+  for (uint32_t bytes : {1u, 15u, 16u, 17u, 33u, 40u, 129u}) {
+    SpscQueue q;
+    ASSERT_TRUE(q.init(4, bytes));
+    EXPECT_EQ(q.stride(), (bytes + 15) / 16 * 16) << bytes;
+    for (uint32_t i = 0; i < q.capacity(); ++i) {
+      std::memset(q.slot(i), static_cast<int>(i + 1), bytes);
+    }
+    for (uint32_t i = 0; i < q.capacity(); ++i) {
+      for (uint32_t b = 0; b < bytes; ++b) ASSERT_EQ(q.slot(i)[b], i + 1) << bytes << " " << i;
+    }
+  }
+  SpscQueue q;
+  ASSERT_TRUE(q.init(3, 8));
+  EXPECT_EQ(q.capacity(), 4u);
+  EXPECT_EQ(q.free_slots(), 4u);
+  q.publish(4);
+  EXPECT_EQ(q.free_slots(), 0u);
+  q.retire(1);
+  EXPECT_EQ(q.free_slots(), 1u);
+  q.reset();
+  EXPECT_EQ(q.free_slots(), 4u);
+  EXPECT_EQ(q.prod_acquire(), q.cons_local());
+  q.publish(3);
+  q.retire(2);
+  ASSERT_TRUE(q.init(8, 8));
+  EXPECT_EQ(q.capacity(), 8u);
+  EXPECT_EQ(q.free_slots(), 8u);
+  EXPECT_EQ(q.prod_local(), 0u);
+  EXPECT_EQ(q.cons_local(), 0u);
 }
 
 // ibv_req_notify_cq(3): with solicited_only, a CQE is solicited if it completes a message with
@@ -258,7 +377,73 @@ TEST(MrTable, KeysAreNotReusedAndCarryRandomBits) {
   EXPECT_GT(gens.size(), 990u);
 }
 
-// The engine thread's counters as a tool prints them: one line each, zero ones left out.
+// [va, va + len) may be empty at the region's end (a zero-length SGE between others is checked
+// with its address), not past it; `need` flags must all be there, not one of them.
+TEST(MrTable, AnEmptyRangeAtTheEndIsInsideAndEveryNeededFlagCounts) {
+  MrTable t(1);
+  std::vector<uint8_t> mem(4096);
+  const uint32_t k =
+      t.add(mem.data(), 0x10000, mem.size(), kAccessLocalWrite | kAccessRemoteRead, 7);
+  ASSERT_NE(k, 0u);
+  uint8_t* host = nullptr;
+  EXPECT_EQ(t.check(k, 7, 0x11000, 0, kAccessLocalWrite, &host), MrCheck::kOk);
+  EXPECT_EQ(host, mem.data() + 4096);
+  EXPECT_EQ(t.check(k, 7, 0x11001, 0, kAccessLocalWrite, &host), MrCheck::kOutOfBounds);
+  EXPECT_EQ(t.check(k, 7, 0x10000, 1, kAccessLocalWrite | kAccessRemoteRead, &host), MrCheck::kOk);
+  EXPECT_EQ(t.check(k, 7, 0x10000, 1, kAccessRemoteRead | kAccessRemoteWrite, &host),
+            MrCheck::kNoAccess);
+  EXPECT_EQ(t.check(k, 7, 0x10000, 1, 0, &host), MrCheck::kOk);
+}
+
+// The table holds kMaxRegions regions (index 0 is never used), then refuses; count() follows
+// add and remove; a freed slot is reused, the oldest freed first.
+TEST(MrTable, HoldsEveryIndexAndReusesTheOldestFreedSlot) {
+  MrTable t(3);
+  uint8_t b[8];
+  std::vector<uint32_t> keys;
+  for (uint32_t i = 0; i < MrTable::kMaxRegions; ++i) {
+    const uint32_t k = t.add(b, 0, 8, 0, 1);
+    ASSERT_NE(k, 0u) << i;
+    ASSERT_EQ(k & MrTable::kMaxRegions, i + 1);
+    keys.push_back(k);
+  }
+  EXPECT_EQ(t.count(), MrTable::kMaxRegions);
+  EXPECT_EQ(t.add(b, 0, 8, 0, 1), 0u);  // full
+  ASSERT_TRUE(t.remove(keys[100]));
+  ASSERT_TRUE(t.remove(keys[7]));
+  ASSERT_TRUE(t.remove(keys[5000]));
+  EXPECT_FALSE(t.remove(keys[7]));
+  EXPECT_EQ(t.count(), MrTable::kMaxRegions - 3);
+  EXPECT_EQ(t.add(b, 0, 8, 0, 1) & MrTable::kMaxRegions, 101u);
+  EXPECT_EQ(t.add(b, 0, 8, 0, 1) & MrTable::kMaxRegions, 8u);
+  EXPECT_EQ(t.add(b, 0, 8, 0, 1) & MrTable::kMaxRegions, 5001u);
+  EXPECT_EQ(t.add(b, 0, 8, 0, 1), 0u);
+  EXPECT_EQ(t.count(), MrTable::kMaxRegions);
+}
+
+// One slot's keys do not repeat for 65536 registrations, whatever the table's seed, and the
+// generation advances by a per-table secret stride: another table's step (or 1) says nothing.
+TEST(MrTable, ASlotsKeysRepeatOnlyAfter65536RegistrationsAndStepBySecretStrides) {
+  uint8_t b[8];
+  std::set<uint32_t> strides;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    MrTable t(seed);
+    std::vector<bool> seen(65536);
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const uint32_t k = t.add(b, 0, 8, 0, 1);
+      ASSERT_EQ(k & MrTable::kMaxRegions, 1u);
+      ASSERT_FALSE(seen[k >> 16]) << "seed " << seed << ": key repeated after " << i;
+      seen[k >> 16] = true;
+      if (i == 1) strides.insert(((k >> 16) - (prev >> 16)) & 0xFFFF);
+      prev = k;
+      ASSERT_TRUE(t.remove(k));
+    }
+  }
+  EXPECT_GE(strides.size(), 6u);
+  EXPECT_EQ(strides.count(1), 0u);
+}
+
 // Pages: read-write, read-only, no access, unmapped.
 TEST(AddressSpace, RangeAccessibleFollowsTheMappingsAndTheirRights) {
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -287,6 +472,67 @@ TEST(AddressSpace, RangeAccessibleFollowsTheMappingsAndTheirRights) {
   ASSERT_EQ(munmap(p, 3 * page), 0);
 }
 
+// A range that starts where an inaccessible mapping ends is judged by its own pages; one whose
+// length reaches past the top of the address space, or that lies above every mapping, is
+// refused.
+TEST(AddressSpace, RangesAtTheEdgesOfMappingsAndOfTheAddressSpace) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_EQ(mprotect(p, page, PROT_NONE), 0);
+  EXPECT_TRUE(range_accessible(p + page, page, true));
+  EXPECT_TRUE(range_accessible(p + page, 1, false));
+  EXPECT_FALSE(range_accessible(p + page - 1, 2, false));
+  // first + len - 1 would wrap around to a low address.
+  EXPECT_FALSE(range_accessible(p + page, UINT64_MAX, false));
+  const auto first = reinterpret_cast<uintptr_t>(p + page);
+  EXPECT_FALSE(range_accessible(p + page, UINTPTR_MAX - first + 2, false));
+  // Above the last mapping (x86-64's vsyscall page ends at 0xffffffffff601000).
+  EXPECT_FALSE(range_accessible(reinterpret_cast<void*>(UINTPTR_MAX - 10), 5, false));
+  EXPECT_FALSE(range_accessible(reinterpret_cast<void*>(UINTPTR_MAX), 1, false));
+  ASSERT_EQ(munmap(p, 2 * page), 0);
+}
+
+// Completion statuses read as libibverbs' ibv_wc_status_str() has them (tools print them next
+// to rxe's and perftest's output), QP states as the verbs man pages name them.
+TEST(Types, StatusAndStateNamesAreTheVerbsOnes) {
+  const char* const kStatus[] = {"success",
+                                 "local length error",
+                                 "local QP operation error",
+                                 "local EE context operation error",
+                                 "local protection error",
+                                 "Work Request Flushed Error",
+                                 "memory management operation error",
+                                 "bad response error",
+                                 "local access error",
+                                 "remote invalid request error",
+                                 "remote access error",
+                                 "remote operation error",
+                                 "transport retry counter exceeded",
+                                 "RNR retry counter exceeded",
+                                 "local RDD violation error",
+                                 "remote invalid RD request",
+                                 "aborted error",
+                                 "invalid EE context number",
+                                 "invalid EE context state",
+                                 "fatal error",
+                                 "response timeout error",
+                                 "general error"};
+  static_assert(std::size(kStatus) == static_cast<size_t>(WcStatus::kGeneralErr) + 1);
+  for (size_t i = 0; i < std::size(kStatus); ++i) {
+    EXPECT_STREQ(to_string(static_cast<WcStatus>(i)), kStatus[i]) << i;
+  }
+  const char* const kState[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  static_assert(std::size(kState) == static_cast<size_t>(QpState::kErr) + 1);
+  for (size_t i = 0; i < std::size(kState); ++i) {
+    EXPECT_STREQ(to_string(static_cast<QpState>(i)), kState[i]) << i;
+  }
+  EXPECT_STREQ(to_string(static_cast<WcStatus>(std::size(kStatus))), "?");
+  EXPECT_STREQ(to_string(static_cast<QpState>(std::size(kState))), "?");
+}
+
+// The engine thread's counters as a tool prints them: one line each, zero ones left out.
 TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   RunnerStats st;
   st.polls = 1000;

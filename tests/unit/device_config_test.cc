@@ -196,5 +196,149 @@ TEST(DeviceConfig, TwoDevicesOfOneNameAreRefused) {
   }
 }
 
+// Every numeric key is accepted at both ends of its range, with the value written, and refused
+// one step outside: a bound moved by one on either side is a visible change.
+TEST(DeviceConfig, EveryNumberIsAcceptedAtItsBoundsAndRefusedJustOutside) {
+  const struct {
+    const char* key;
+    const char* lowest;
+    const char* below;  // nullptr: the lowest is 0
+    const char* highest;
+    const char* above;
+  } ranges[] = {
+      {"mtu", "576", "575", "9000", "9001"},
+      {"vlan", "1", "0", "4094", "4095"},
+      {"pcp", "0", nullptr, "7", "8"},
+      {"cpu", "0", nullptr, "4095", "4096"},
+      {"idle_sleep_us", "1", "0", "1000000", "1000001"},
+      {"buffers", "1024", "1023", "1048576", "1048577"},
+      {"inflight", "16", "15", "4194304", "4194305"},
+      {"fault_seed", "0", nullptr, "18446744073709551615", "18446744073709551616"},
+  };
+  for (const auto& r : ranges) {
+    EXPECT_EQ(refusal(r.key, r.lowest), "") << r.key;
+    EXPECT_EQ(refusal(r.key, r.highest), "") << r.key;
+    if (r.below) {
+      const std::string err = refusal(r.key, r.below);
+      EXPECT_EQ(err.rfind(std::string(r.key) + ": '" + r.below + "' is not ", 0), 0u) << err;
+    }
+    const std::string err = refusal(r.key, r.above);
+    EXPECT_EQ(err.rfind(std::string(r.key) + ": '" + r.above + "' is not ", 0), 0u) << err;
+  }
+  // 0 is inflight's "no bound", not a bound of 0 PSNs.
+  EXPECT_EQ(refusal("inflight", "0"), "");
+  DeviceConfig c;
+  std::string err;
+  for (const char* kv : {"mtu=9000", "vlan=4094", "pcp=7", "cpu=4095", "idle_sleep_us=1000000",
+                         "buffers=1048576", "inflight=0", "fault_seed=18446744073709551615"}) {
+    ASSERT_TRUE(parse_device_string(kv, &c, &err)) << kv << ": " << err;
+  }
+  EXPECT_EQ(c.mtu, 9000u);
+  EXPECT_EQ(c.vlan, 4094);
+  EXPECT_EQ(c.pcp, 7);
+  EXPECT_EQ(c.cpu, 4095);
+  EXPECT_EQ(c.idle_sleep_us, 1'000'000u);
+  EXPECT_EQ(c.buffers, 1u << 20);
+  EXPECT_EQ(c.inflight, 0u);
+  EXPECT_EQ(c.fault_seed, UINT64_MAX);
+}
+
+// A number is decimal digits and nothing else: no sign, no base prefix, no exponent, no junk.
+TEST(DeviceConfig, ANumberIsDecimalDigitsOnly) {
+  for (const char* v : {"+1500", "-1500", "0x5dc", "1.5e3", "1500x", "1 500", "", "x"}) {
+    EXPECT_NE(refusal("mtu", v), "") << v;
+  }
+  for (const char* v : {"+1", "-1", "-0"}) EXPECT_NE(refusal("fault_seed", v), "") << v;
+  EXPECT_EQ(refusal("mtu", " 1500 "), "");  // surrounding blanks are trimmed
+}
+
+TEST(DeviceConfig, FractionsIncludeZero) {
+  DeviceConfig c;
+  std::string err;
+  c.drop = c.ce = 0.5;
+  ASSERT_TRUE(parse_device_string("drop=0;ce=0", &c, &err)) << err;
+  EXPECT_EQ(c.drop, 0.0);
+  EXPECT_EQ(c.ce, 0.0);
+}
+
+// An address's prefix defaults to /24 (IPv4) and /64 (IPv6) and may be anything up to the
+// address's width.
+TEST(DeviceConfig, APrefixDefaultsAndGoesUpToTheAddressWidth) {
+  DeviceConfig c;
+  std::string err;
+  ASSERT_TRUE(
+      parse_device_string("ipv4=10.0.0.1;ipv6=fd00::1;ipv4=10.0.0.2/32;ipv6=fd00::2/128", &c, &err))
+      << err;
+  ASSERT_EQ(c.ipv4.size(), 2u);
+  ASSERT_EQ(c.ipv6.size(), 2u);
+  EXPECT_EQ(c.ipv4[0].prefix_len, 24);
+  EXPECT_EQ(c.ipv6[0].prefix_len, 64);
+  EXPECT_EQ(c.ipv4[1].prefix_len, 32);
+  EXPECT_EQ(c.ipv6[1].prefix_len, 128);
+  for (const char* v : {"10.0.0.1/33", "10.0.0.1/", "10.0.0.1/+8", "10.0.0.1/8x"}) {
+    EXPECT_NE(refusal("ipv4", v), "") << v;
+  }
+  EXPECT_NE(refusal("ipv6", "fd00::1/129"), "");
+}
+
+// Our own MAC is a unicast one: the group bit (the first octet's lowest) is clear.
+TEST(DeviceConfig, OurMacIsUnicast) {
+  for (const char* v : {"01:00:5e:00:00:01", "33:33:00:00:00:01", "ff:ff:ff:ff:ff:ff"}) {
+    const std::string err = refusal("mac", v);
+    EXPECT_NE(err.find("a unicast MAC address"), std::string::npos) << v << ": " << err;
+  }
+  EXPECT_EQ(refusal("mac", "fe:00:00:00:00:01"), "");
+}
+
+TEST(DeviceConfig, ANameHasAtMost63Characters) {
+  EXPECT_EQ(refusal("name", std::string(63, 'n')), "");
+  EXPECT_NE(refusal("name", std::string(64, 'n')), "");
+  EXPECT_NE(refusal("name", ""), "");
+}
+
+TEST(DeviceConfig, OnOffHasEverySpelling) {
+  for (const char* v : {"1", "on", "yes", "true"}) {
+    DeviceConfig c;
+    std::string err;
+    ASSERT_TRUE(apply_setting(c, "ecn", v, &err)) << v << ": " << err;
+    EXPECT_TRUE(c.ecn) << v;
+  }
+  for (const char* v : {"0", "off", "no", "false"}) {
+    DeviceConfig c;
+    c.ecn = true;
+    std::string err;
+    ASSERT_TRUE(apply_setting(c, "ecn", v, &err)) << v << ": " << err;
+    EXPECT_FALSE(c.ecn) << v;
+  }
+  for (const char* v : {"", "2", "maybe", "onn"}) EXPECT_NE(refusal("ecn", v), "") << v;
+}
+
+// validate() refuses a device without a port, without any address, or with a priority but no
+// VLAN to carry it, each with its own message.
+TEST(DeviceConfig, ValidateNeedsAPortAnAddressAndAVlanForAPriority) {
+  const struct {
+    const char* spec;
+    const char* err;  // nullptr: valid
+  } cases[] = {
+      {"name=d;ipv4=10.0.0.1", "d: no port given"},
+      {"name=d;port=x", "d: no address given"},
+      {"name=d;port=x;ipv4=10.0.0.1;pcp=3", "d: pcp needs a vlan"},
+      {"name=d;port=x;ipv4=10.0.0.1;pcp=3;vlan=5", nullptr},
+      {"name=d;port=x;ipv6=fd00::1", nullptr},
+      {"name=d;port=x;ipv4=10.0.0.1;pcp=0", nullptr},
+  };
+  for (const auto& k : cases) {
+    DeviceConfig c;
+    std::string err;
+    ASSERT_TRUE(parse_device_string(k.spec, &c, &err)) << k.spec << ": " << err;
+    if (k.err) {
+      EXPECT_FALSE(validate(c, &err)) << k.spec;
+      EXPECT_EQ(err.rfind(k.err, 0), 0u) << k.spec << ": " << err;
+    } else {
+      EXPECT_TRUE(validate(c, &err)) << k.spec << ": " << err;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace roce
