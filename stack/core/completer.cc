@@ -224,6 +224,10 @@ bool Engine::scatter_read(Qp& qp, const SendWqe& w, uint32_t offset, const uint8
   while (len) {
     if (i >= w.num_sge) return false;
     const uint32_t chunk = std::min(len, sge[i].length - offset);
+    if (chunk == 0) {  // a zero-length SGE: skipped, as check_local_write does
+      ++i;
+      continue;
+    }
     uint8_t* host = nullptr;
     if (mrs_.check(sge[i].lkey, qp.init_.pd, sge[i].addr + offset, chunk, kAccessLocalWrite,
                    &host) != MrCheck::kOk) {

@@ -55,7 +55,8 @@ class MrTable {
 
   // Checks [va, va + len) against the region named by key for `pd` and `need` access flags;
   // on success *host points at va's byte. (Callers skip the check for zero-length RDMA
-  // READ/WRITE: IBA C9-88, the R_Key of a zero-length transfer is not checked.)
+  // READ/WRITE: IBA C9-88, the R_Key of a zero-length transfer is not checked; and for a
+  // zero-length SGE, whose L_Key rxe and mlx5 never look at either.)
   MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                 uint8_t** host) const;
 

@@ -78,6 +78,10 @@ bool Engine::gather(Qp& qp, const SendWqe& w, uint32_t offset, uint8_t* dst, uin
       return false;
     }
     const uint32_t chunk = std::min(len, sge[i].length - offset);
+    if (chunk == 0) {  // a zero-length SGE: its key is not looked at (rxe and mlx5 skip it)
+      ++i;
+      continue;
+    }
     uint8_t* host = nullptr;
     if (mrs_.check(sge[i].lkey, qp.init_.pd, sge[i].addr + offset, chunk, 0, &host) !=
         MrCheck::kOk) {

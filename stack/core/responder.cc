@@ -195,6 +195,7 @@ bool Engine::resp_scatter(Qp& qp, const uint8_t* src, uint32_t len) {
   for (uint32_t j = i; left; ++j) {
     if (j >= w->num_sge) return false;
     const uint32_t chunk = std::min(left, sge[j].length - off);
+    if (chunk == 0) continue;  // a zero-length SGE: its key is not looked at, as in gather
     if (mrs_.check(sge[j].lkey, qp.init_.pd, sge[j].addr + off, chunk, kAccessLocalWrite,
                    &hosts[n]) != MrCheck::kOk) {
       return false;

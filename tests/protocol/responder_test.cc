@@ -421,10 +421,8 @@ TEST(Responder, PacketLongerThanMtuIsInvalidRequest) {
   EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
 }
 
-// The boundary of the check below: a SEND that fills its receive buffer exactly is taken.
-TEST(Responder, SendFillingTheReceiveBufferExactlyIsTaken) {
-  ProtocolHarness h;
-  h.post_recv(1, 0, 50);
+// A 50-byte SEND ONLY from the peer at P0 is acknowledged and completes the receive posted.
+void expect_50_byte_send_taken(ProtocolHarness& h) {
   auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 50)});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].syndrome(), kAck);
@@ -432,6 +430,25 @@ TEST(Responder, SendFillingTheReceiveBufferExactlyIsTaken) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
   EXPECT_EQ(c[0].byte_len, 50u);
+}
+
+// The boundary of the check below: a SEND that fills its receive buffer exactly is taken.
+TEST(Responder, SendFillingTheReceiveBufferExactlyIsTaken) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 50);
+  expect_50_byte_send_taken(h);
+}
+
+// A zero-length SGE between two others is skipped: its key (here one that names no region) is
+// not looked at, as rxe and mlx5 do, and the message lands in the SGEs around it.
+TEST(Responder, AZeroLengthSgeInTheReceiveIsSkipped) {
+  ProtocolHarness h;
+  Sge sg[3] = {{h.addr(0), 20, h.rkey()}, {h.addr(500), 0, 0xdead00}, {h.addr(1000), 30, h.rkey()}};
+  ASSERT_EQ(h.qp()->post_recv({.wr_id = 1, .sg_list = sg, .num_sge = 3}), 0);
+  expect_50_byte_send_taken(h);
+  for (uint32_t i = 0; i < 50; ++i) {
+    EXPECT_EQ(h.mem()[i < 20 ? i : 1000 + i - 20], static_cast<uint8_t>(P0 + i)) << i;
+  }
 }
 
 TEST(Responder, SendLongerThanReceiveBuffer) {
