@@ -219,6 +219,49 @@ TEST_F(VerbsTest, PostListsImmediatesAndInlineData) {
   EXPECT_EQ(wait_wc(a.cq, 1).size(), 1u);
 }
 
+// End to end, the engine's rule: a zero-length SGE (its lkey naming no region) between two
+// others, in a SEND and in the receive it lands in, is skipped; the bytes around it arrive.
+TEST_F(VerbsTest, ZeroLengthSgesAreSkipped) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  connect_pair(a, b);
+  const uint32_t bogus = a.mr->lkey ^ 0x5a5a00;
+  ibv_sge r[3] = {{b.buf->addr(), 20, b.mr->lkey},
+                  {b.buf->addr(500), 0, bogus},
+                  {b.buf->addr(1000), 30, b.mr->lkey}};
+  ibv_recv_wr rw{};
+  rw.wr_id = 5;
+  rw.sg_list = r;
+  rw.num_sge = 3;
+  ibv_recv_wr* bad_r = nullptr;
+  ASSERT_EQ(ibv_post_recv(b.qp, &rw, &bad_r), 0);
+  for (int i = 0; i < 2000; ++i) a.buf->p[i] = static_cast<uint8_t>(i * 7 + 1);
+  ibv_sge s[3] = {{a.buf->addr(), 25, a.mr->lkey},
+                  {a.buf->addr(300), 0, bogus},
+                  {a.buf->addr(1200), 25, a.mr->lkey}};
+  ibv_send_wr w{};
+  w.wr_id = 6;
+  w.sg_list = s;
+  w.num_sge = 3;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  auto wa = wait_wc(a.cq, 1);
+  ASSERT_EQ(wa.size(), 1u);
+  EXPECT_EQ(wa[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wa[0].status);
+  auto wb = wait_wc(b.cq, 1);
+  ASSERT_EQ(wb.size(), 1u);
+  EXPECT_EQ(wb[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wb[0].status);
+  EXPECT_EQ(wb[0].byte_len, 50u);
+  uint8_t sent[50];
+  std::memcpy(sent, a.buf->p, 25);
+  std::memcpy(sent + 25, a.buf->p + 1200, 25);
+  EXPECT_EQ(std::memcmp(b.buf->p, sent, 20), 0);
+  EXPECT_EQ(std::memcmp(b.buf->p + 1000, sent + 20, 30), 0);
+}
+
 TEST_F(VerbsTest, CompletionChannelFdIsPollable) {
   ibv_comp_channel* ch = ibv_create_comp_channel(ctx_[1]);
   ASSERT_NE(ch, nullptr);
