@@ -231,8 +231,10 @@ bool SimNetwork::run_until(const std::function<bool()>& done, uint64_t deadline_
       if (a.next_time) next = std::min(next, a.next_time());
     }
     if (next == kNever) return done();
-    // Never past the deadline: what is due later has not happened when this returns.
-    clock_.set(std::max(std::min(next, deadline_ns + 1), clock_.now_ns() + 1));
+    // Never past the deadline: what is due later has not happened when this returns. (A
+    // deadline of kNever is none: deadline + 1 would wrap to 0.)
+    const uint64_t limit = deadline_ns == kNever ? kNever : deadline_ns + 1;
+    clock_.set(std::max(std::min(next, limit), clock_.now_ns() + 1));
   }
   return true;
 }

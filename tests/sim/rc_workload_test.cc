@@ -143,6 +143,22 @@ TEST(Workload, Deterministic) {
   EXPECT_EQ(a.frames_sent, b.frames_sent);
   EXPECT_EQ(a.retransmitted, b.retransmitted);
 }
+// A deadline of UINT64_MAX ("no deadline") used to make every jump of the clock 1 ns long
+// (deadline + 1 wrapped to 0), so a wait for a timer crawled there a nanosecond at a time.
+TEST(SimNetwork, RunUntilWithoutDeadlineJumpsToTheNextEvent) {
+  SimNetwork net(1);
+  constexpr uint64_t kAt = 1'000'000'000;
+  uint64_t polls = 0;
+  net.add_actor({[&] {
+                   ++polls;
+                   return false;
+                 },
+                 [&] { return kAt; }, nullptr});
+  EXPECT_TRUE(net.run_until([&] { return net.now() >= kAt || polls > 100; }, UINT64_MAX));
+  EXPECT_EQ(net.now(), kAt);
+  EXPECT_LE(polls, 3u);
+}
+
 // roce-sim --faults: every value that is not a number the link can use is refused, naming it
 // (strtod takes "nan" and "inf"; a delay past uint64_t's range was undefined behaviour).
 TEST(ParseFaults, RefusesNanInfinityAndDelaysBeyondAnHour) {
