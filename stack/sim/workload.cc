@@ -579,6 +579,31 @@ WorkloadResult Runner::run() {
   net_.add_actor({[this] { return pump(); }, nullptr, nullptr});
   const bool finished = net_.run_until([this] { return done(); }, cfg_.deadline_ns);
   r.virtual_ns = net_.now();
+  if (finished && error_.empty()) {
+    // The last completion can come before every frame has arrived: a duplicate, or a copy held
+    // back by reordering, of a request already answered. Judge only once the wire is empty, so
+    // that a late duplicate atomic executed a second time (or a stray completion, which pump()
+    // rejects as unexpected) shows. Every frame on the wire lands within its link's delays.
+    const LinkConfig& l = cfg_.link;
+    const uint64_t slack = l.delay_ns + l.jitter_ns + l.reorder_delay_ns + 1'000'000'000;
+    const uint64_t now = net_.now();
+    const uint64_t limit = now > UINT64_MAX - slack ? UINT64_MAX : now + slack;
+    const bool quiet = net_.run_until(
+        [this] {
+          if (!error_.empty()) return true;
+          if (net_.events_pending() != 0) return false;
+          for (const auto& h : hosts_) {
+            if (h->engine->has_pending_output()) return false;
+          }
+          return true;
+        },
+        limit);
+    if (!quiet && error_.empty()) {
+      error_ = "frames still on the wire " + std::to_string((net_.now() - now) / 1000000) +
+               " ms of virtual time after the last completion";
+    }
+  }
+  r.events_left = net_.events_pending();
   if (error_.empty() && !finished) {
     std::ostringstream os;
     os << "not finished after " << net_.now() / 1000000 << " ms of virtual time:";

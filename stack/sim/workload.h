@@ -53,6 +53,7 @@ struct WorkloadResult {
   uint64_t duplicates = 0;
   uint64_t atomics_executed = 0;
   uint64_t atomics_issued = 0;
+  uint64_t events_left = 0;  // network events still pending when judged (0 once drained)
 };
 
 WorkloadResult run_workload(uint64_t seed, const WorkloadConfig& cfg);
