@@ -713,6 +713,12 @@ bool parse_faults(const std::string& spec, LinkConfig* out, std::string* err) {
     } else if (key == "reorder_delay") {
       if (!nanoseconds(&out->reorder_delay_ns)) return false;
     } else if (key == "rate") {
+      // 0 is no limit. Below 1 Mb/s one frame's serialisation time grows towards what the
+      // virtual clock (uint64_t nanoseconds) can hold.
+      if (v != 0 && (v < 0.001 || v > 1e6)) {
+        *err = "fault 'rate' is Gb/s: 0 (no limit) or 0.001..1000000, got " + val;
+        return false;
+      }
       out->rate_gbps = v;
     } else {
       *err = "unknown fault '" + key +

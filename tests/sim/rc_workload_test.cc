@@ -180,9 +180,11 @@ TEST(SimNetwork, RunUntilWithoutDeadlineJumpsToTheNextEvent) {
 // roce-sim --faults: every value that is not a number the link can use is refused, naming it
 // (strtod takes "nan" and "inf"; a delay past uint64_t's range was undefined behaviour).
 TEST(ParseFaults, RefusesNanInfinityAndDelaysBeyondAnHour) {
-  for (const char* spec :
-       {"drop=nan", "dup=-nan", "corrupt=inf", "rate=nan", "rate=inf", "delay=1e30", "jitter=inf",
-        "reorder_delay=nan", "delay=3600000000001"}) {
+  for (const char* spec : {"drop=nan", "dup=-nan", "corrupt=inf", "rate=nan", "rate=inf",
+                           "delay=1e30", "jitter=inf", "reorder_delay=nan", "delay=3600000000001",
+                           // A rate so low that one frame's serialisation overflows the clock
+                           // (undefined behaviour converting the double), or below any link's.
+                           "rate=1e-17", "rate=0.0001", "rate=-1"}) {
     LinkConfig l;
     std::string err;
     EXPECT_FALSE(parse_faults(spec, &l, &err)) << spec;
@@ -193,6 +195,8 @@ TEST(ParseFaults, RefusesNanInfinityAndDelaysBeyondAnHour) {
   std::string err;
   EXPECT_TRUE(parse_faults("drop=0.5,delay=3600000000000,rate=25", &l, &err)) << err;
   EXPECT_EQ(l.delay_ns, 3'600'000'000'000ull);
+  EXPECT_TRUE(parse_faults("rate=0", &l, &err)) << err;  // no limit
+  EXPECT_TRUE(parse_faults("rate=0.001", &l, &err)) << err;
 }
 
 }  // namespace
