@@ -82,8 +82,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--ops", ops, "Operations each QP issues (default: 20-80 per seed)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--max-size", max_size, "Largest message in bytes (default: per seed)")
-      ->check(CLI::Range(0, 1 << 24));
+  auto* max_size_opt =
+      app.add_option("--max-size", max_size, "Largest message in bytes (default: per seed)")
+          ->check(CLI::Range(0, 1 << 24));
   app.add_option("--mtu", mtu, "Path MTU: 256, 512, 1024, 2048 or 4096 (default: per seed)")
       ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}));
   app.add_flag("-v,--verbose", verbose, "One line per seed, passing or not");
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
     if (qps) cfg.qps_per_pair = qps;
     if (ops) cfg.ops_per_qp = ops;
     if (mtu) cfg.mtu = static_cast<Mtu>(__builtin_ctz(mtu) - 7);
-    if (max_size) cfg.max_size = max_size;
+    if (*max_size_opt) cfg.max_size = max_size;  // 0 too: every message empty
     const WorkloadResult res = run_workload(seed, cfg);
     total_ops += res.ops;
     total_bytes += res.bytes;

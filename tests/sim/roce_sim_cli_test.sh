@@ -55,6 +55,8 @@ expect 2 "^roce-sim: --faults: fault 'drop' has a bad value 'nan'$" --faults dro
 # A CSV that cannot be written whole (a full disk) is an error, not exit 0 with half a file.
 expect 2 "^roce-sim: --csv: cannot write /dev/full: No space left on device$" --scenario fairness \
   --flows 2 --duration-ms 1 --csv /dev/full
+# --max-size 0 is empty messages, not the seed's own size (0 was taken as "not given").
+runs "ok   seed=7 .* max_size=0 .*1 seeds: 1 passed, 0 failed" --seeds 7 --max-size 0 -v
 expect 2 "^roce-sim: --faults: fault 'rate' is Gb/s: 0 \\(no limit\\) or 0.001..1000000, got 1e-17$" \
   --faults rate=1e-17
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
