@@ -88,8 +88,11 @@ void SimNetwork::on_transmit(SimPort& src, PktBuf b) {
     ++src.stats_.duplicated;
     copies = 2;
   }
+  // Both copies before any bit flips: the duplicate is a copy of the frame sent, corrupted (or
+  // not) on its own.
+  PktBuf frames[2] = {b, copies == 2 ? clone(b) : PktBuf{}};
   for (int c = 0; c < copies; ++c) {
-    PktBuf f = c == 0 ? b : clone(b);
+    PktBuf f = frames[c];
     if (!f.handle) break;
     if (rng_.chance(l.corrupt) && f.len) {
       ++src.stats_.corrupted;

@@ -5,8 +5,10 @@
 // opcode, length and immediate data, and no atomic executes twice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "stack/sim/workload.h"
 
@@ -175,6 +177,50 @@ TEST(SimNetwork, RunUntilWithoutDeadlineJumpsToTheNextEvent) {
   EXPECT_TRUE(net.run_until([&] { return net.now() >= kAt || polls > 100; }, UINT64_MAX));
   EXPECT_EQ(net.now(), kAt);
   EXPECT_LE(polls, 3u);
+}
+
+// "dup" and "corrupt" are independent faults: the second copy of a duplicated frame is a copy of
+// the frame sent, not of the first copy after its bit flip. (It was cloned from the first copy
+// once corrupted, so a duplicate never rescued a corrupted frame.)
+TEST(SimNetwork, DuplicateIsCorruptedIndependently) {
+  SimNetwork net(3);
+  const Mac ma{0x02, 0, 0, 0, 0, 1}, mb{0x02, 0, 0, 0, 0, 2};
+  SimPort* a = net.add_port(ma);
+  SimPort* b = net.add_port(mb);
+  a->uplink().duplicate = 1.0;
+  a->uplink().corrupt = 0.5;
+  constexpr uint32_t kFrames = 200, kLen = 1000;
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    PktBuf f;
+    ASSERT_EQ(a->alloc(&f, 1), 1);
+    std::memcpy(f.data, mb.data(), 6);
+    std::memcpy(f.data + 6, ma.data(), 6);
+    std::memset(f.data + 12, static_cast<int>(i), kLen - 12);
+    f.len = kLen;
+    ASSERT_EQ(a->tx_burst(&f, 1), 1);
+  }
+  net.run_until([&] { return net.events_pending() == 0; }, 1'000'000'000);
+  // Per frame (its fill byte, which one bit flip cannot hide), whether each copy came intact.
+  std::vector<std::vector<bool>> intact(kFrames);
+  PktBuf f;
+  while (b->rx_burst(&f, 1) == 1) {
+    uint32_t counts[256] = {};
+    for (uint32_t k = 12; k < f.len; ++k) ++counts[f.data[k]];
+    const uint32_t i = static_cast<uint32_t>(std::max_element(counts, counts + 256) - counts);
+    bool ok = f.len == kLen && std::memcmp(f.data, mb.data(), 6) == 0;
+    for (uint32_t k = 12; k < f.len; ++k) ok = ok && f.data[k] == i;
+    if (i < kFrames) intact[i].push_back(ok);
+    b->free(&f, 1);
+  }
+  uint32_t first_bad_second_good = 0, first_good_second_bad = 0;
+  for (const auto& v : intact) {
+    if (v.size() != 2) continue;
+    first_bad_second_good += !v[0] && v[1];
+    first_good_second_bad += v[0] && !v[1];
+  }
+  // Each about a quarter of the frames.
+  EXPECT_GT(first_bad_second_good, kFrames / 10);
+  EXPECT_GT(first_good_second_bad, kFrames / 10);
 }
 
 // roce-sim --faults: every value that is not a number the link can use is refused, naming it
