@@ -237,9 +237,12 @@ void Runner::plan_flow(Flow& f) {
           op.compare_add = 1 + (rng_.next() & 0xFFFF);
           counter += op.compare_add;
         } else {
-          op.compare_add = counter;  // always matches: the swap must happen exactly once
+          // Three compares in four match (the swap must happen exactly once); the fourth
+          // misses, so nothing may be swapped, and the original comes back all the same.
+          const bool miss = rng_.below(4) == 0;
+          op.compare_add = miss ? counter ^ (1 + (rng_.next() & 0xFF)) : counter;
           op.swap = rng_.next();
-          counter = op.swap;
+          if (!miss) counter = op.swap;
         }
         std::memcpy(q.shadow.data() + op.local_off, &op.expect_orig, 8);
         ++atomics_issued_;
