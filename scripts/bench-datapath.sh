@@ -361,6 +361,13 @@ main() {
     echo "$a $b $c $d" >>"$WORK/lat.txt"
     tail -n 1 "$WORK/bw.txt" "$WORK/lat.txt" | grep -v '^==\|^$' | sed 's/^/bench:   /' >&2
   done
+  report
+}
+
+# report: the tables, from the samples in $WORK/bw.txt ("testpmd write_bw iperf3" a line) and
+# $WORK/lat.txt ("raw raw99 send_lat send_lat99 sockperf sockperf99 raw2 raw2_99"), one line
+# per repetition. BENCH_LIB_ONLY=1 WORK=DIR N=... (bench_report_test.sh) calls it on its own.
+report() {
   local tp wb ip rp rp99 sl sl99 sp sp99 r2 r299
   tp=$(median "$WORK/bw.txt" 1)
   wb=$(median "$WORK/bw.txt" 2)
@@ -386,25 +393,40 @@ main() {
   r_lat_tcp=$(median "$WORK/ratios.txt" 5)
   r_lat99_tcp=$(median "$WORK/ratios.txt" 6)
   r_lat2=$(median "$WORK/ratios.txt" 7)
-  bw_ok=$(awk -v r="$r_bw" 'BEGIN {print (r >= 0.8) ? 1 : 0}')
-  lat_ok=$(awk -v r="$r_lat" 'BEGIN {print (r <= 1.3) ? 1 : 0}')
+  # The link's best: the fastest testpmd repetition and the quickest raw ping-pong. A baseline
+  # can slump for a whole repetition on its own (testpmd fell from ~7 to ~0.9 Mpps after its
+  # first second in two of five repetitions on a Zen 4 VM while roce-perf beside it did not):
+  # a paired ratio over such a repetition reads 300 %, and three of them would carry the
+  # median. So each target is judged on the stricter of the paired ratio and the ratio of
+  # roce-perf's median to the link's best.
+  local tp_best rp_best r_bw_best r_lat_best spread
+  tp_best=$(awk '$1 > m {m = $1} END {print m}' "$WORK/bw.txt")
+  rp_best=$(awk 'NR == 1 || $1 < m {m = $1} END {print m}' "$WORK/lat.txt")
+  r_bw_best=$(awk -v a="$wb" -v b="$tp_best" 'BEGIN {printf "%.4f", a / b}')
+  r_lat_best=$(awk -v a="$sl" -v b="$rp_best" 'BEGIN {printf "%.4f", a / b}')
+  spread=$(awk 'NR == 1 || $1 < lo {lo = $1} $1 > hi {hi = $1} END {printf "%.1f", hi / lo}' "$WORK/bw.txt")
+  bw_ok=$(awk -v r="$r_bw" -v s="$r_bw_best" 'BEGIN {print (r >= 0.8 && s >= 0.8) ? 1 : 0}')
+  lat_ok=$(awk -v r="$r_lat" -v s="$r_lat_best" 'BEGIN {print (r <= 1.3 && s <= 1.3) ? 1 : 0}')
   cat <<EOF
 
 Medians of $N repetitions (CPUs $CPU_A and $CPU_B, one busy thread per side; write_bw -D $SECS -f 1,
 send_lat -n $LAT_ITERS). "paired" is the median of the per-repetition ratios (each figure over the
-baseline measured right before or after it); the target is judged on it.
+baseline measured right before or after it); "against the best" sets roce-perf's median against
+the link's best repetition (testpmd's fastest, the raw ping-pong's quickest). A target is met
+only when both are.
 
-| measurement | roce-perf | baseline | ratio of medians | paired ratio | target |
-|---|---|---|---|---|---|
-| write_bw 64 KiB, MTU 4096, net_memif (Gb/s) | $wb | $tp (dpdk-testpmd txonly → rxonly, $FRAME B frames) | $(pct "$wb" "$tp") | $(pc "$r_bw") | ≥ 80 %: $(met "$bw_ok") |
-| send_lat 8 B, net_memif, median half round trip (µs) | $sl | $rp (roce-raw-pingpong, 64 B frames) | $(ratio "$sl" "$rp") × | $(xr "$r_lat") | ≤ 1.3 ×: $(met "$lat_ok") |
-| send_lat 8 B, net_memif, 99 % (µs) | $sl99 | $rp99 (roce-raw-pingpong) | $(ratio "$sl99" "$rp99") × | $(xr "$r_lat99") | |
-| send_lat 8 B vs two frames a burst, median (µs) | $sl | $r2 (roce-raw-pingpong --frames 2: each message with the ACK RC sends beside it; 99 %: $r299) | $(ratio "$sl" "$r2") × | $(xr "$r_lat2") | |
-| write_bw 64 KiB vs kernel TCP on loopback (Gb/s) | $wb | $ip (iperf3, 64 KiB writes) | $(pct "$wb" "$ip") | $(pc "$r_bw_tcp") | |
-| send_lat 8 B vs kernel TCP on loopback, median (µs) | $sl | $sp (sockperf ping-pong, 14 B) | $(ratio "$sl" "$sp") × | $(xr "$r_lat_tcp") | |
-| send_lat 8 B vs kernel TCP on loopback, 99 % (µs) | $sl99 | $sp99 (sockperf) | $(ratio "$sl99" "$sp99") × | $(xr "$r_lat99_tcp") | |
+| measurement | roce-perf | baseline | ratio of medians | paired ratio | against the best | target |
+|---|---|---|---|---|---|---|
+| write_bw 64 KiB, MTU 4096, net_memif (Gb/s) | $wb | $tp (dpdk-testpmd txonly → rxonly, $FRAME B frames; best $tp_best) | $(pct "$wb" "$tp") | $(pc "$r_bw") | $(pc "$r_bw_best") | ≥ 80 %: $(met "$bw_ok") |
+| send_lat 8 B, net_memif, median half round trip (µs) | $sl | $rp (roce-raw-pingpong, 64 B frames; best $rp_best) | $(ratio "$sl" "$rp") × | $(xr "$r_lat") | $(xr "$r_lat_best") | ≤ 1.3 ×: $(met "$lat_ok") |
+| send_lat 8 B, net_memif, 99 % (µs) | $sl99 | $rp99 (roce-raw-pingpong) | $(ratio "$sl99" "$rp99") × | $(xr "$r_lat99") | | |
+| send_lat 8 B vs two frames a burst, median (µs) | $sl | $r2 (roce-raw-pingpong --frames 2: each message with the ACK RC sends beside it; 99 %: $r299) | $(ratio "$sl" "$r2") × | $(xr "$r_lat2") | | |
+| write_bw 64 KiB vs kernel TCP on loopback (Gb/s) | $wb | $ip (iperf3, 64 KiB writes) | $(pct "$wb" "$ip") | $(pc "$r_bw_tcp") | | |
+| send_lat 8 B vs kernel TCP on loopback, median (µs) | $sl | $sp (sockperf ping-pong, 14 B) | $(ratio "$sl" "$sp") × | $(xr "$r_lat_tcp") | | |
+| send_lat 8 B vs kernel TCP on loopback, 99 % (µs) | $sl99 | $sp99 (sockperf) | $(ratio "$sl99" "$sp99") × | $(xr "$r_lat99_tcp") | | |
 
 $( [[ -s $WORK/failures ]] && echo "Runs that failed and were repeated: $(paste -sd ';' "$WORK/failures")." )
+$(awk -v s="$spread" 'BEGIN {exit !(s >= 2)}' && echo "testpmd's repetitions spread ${spread}-fold (slowest to fastest): its per-second samples are in testpmd.rx.r*.out (--keep).")
 
 Every repetition (bandwidth in Gb/s, latency in µs as median / 99 %; odd repetitions run the
 DPDK baselines first, even ones roce-perf first):
