@@ -14,7 +14,9 @@
 #              sends them (each message with the ACK of the one it answers)
 #              sockperf ping-pong over the kernel's TCP on loopback (14 B, sockperf's minimum)
 #
-# and prints a markdown table of the medians with the ratios, then every sample.
+# and prints a markdown table of the medians with the ratios, then every sample. A target is met
+# only when both the paired ratio (each repetition over its own baseline) and the ratio of
+# roce-perf's median to the link's best repetition meet it.
 #
 #   scripts/bench-datapath.sh [-n N] [-s SECONDS] [--build DIR] [--cpus A,B] [--keep]
 #     -n N        repetitions (default 5)
