@@ -51,6 +51,18 @@ TEST_F(AfPacket, RefusesAnMtuItsFrameSlotsCannotCarry) {
   EXPECT_GE(port->buffer_capacity(), 2016u);
 }
 
+// A slot of the default framesz=2048 carries 2016 bytes: mtu 2002 fills it exactly and opens;
+// 2003 does not fit.
+TEST_F(AfPacket, AnMtuWhoseFrameFillsASlotExactlyOpens) {
+  std::string error;
+  auto port = DpdkPort::open("net_af_packet0,iface=lo", config(2002), &error);
+  ASSERT_NE(port, nullptr) << error;
+  EXPECT_EQ(port->max_frame_len(), 2016u);
+  port.reset();
+  EXPECT_EQ(DpdkPort::open("net_af_packet0,iface=lo", config(2003), &error), nullptr);
+  EXPECT_NE(error.find("framesz=2048 carries frames up to 2016 B"), std::string::npos) << error;
+}
+
 // Brings our namespace's "lo" up.
 void lo_up() {
   const int ctl = socket(AF_INET, SOCK_DGRAM, 0);

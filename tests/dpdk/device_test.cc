@@ -327,4 +327,20 @@ TEST(DeviceLink, MemifBufferSmallerThanTheFrameIsRefused) {
   std::remove(sock.c_str());
 }
 
+// A memif buffer exactly as large as the largest frame holds it in one slot: accepted.
+TEST(DeviceLink, MemifBufferThatHoldsTheFrameExactlyIsAccepted) {
+  std::string err;
+  ASSERT_TRUE(roce::dpdk::Eal::init(roce::dpdk::EalOptions{}, &err)) << err;
+  const std::string sock = ::testing::TempDir() + "roce-bsize-exact-" + std::to_string(getpid());
+  roce::dpdk::PortConfig pc;
+  pc.mtu = 1522;  // frames up to 1536 B
+  pc.num_mbufs = 1023;
+  auto port = roce::dpdk::DpdkPort::open(
+      "net_memif21,role=server,socket=" + sock + ",socket-abstract=no,bsize=1536", pc, &err);
+  ASSERT_TRUE(port) << err;
+  EXPECT_EQ(port->max_frame_len(), 1536u);
+  port.reset();
+  std::remove(sock.c_str());
+}
+
 }  // namespace

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -124,6 +125,40 @@ TEST(EalArgs, AMemorySizeReplacesOnlyOurSize) {
   EXPECT_FALSE(contains(sm, "-m"));
 }
 
+// pci and telemetry turn our --no-pci and --no-telemetry off; a caller's own telemetry option
+// replaces ours.
+TEST(EalArgs, PciAndTelemetryWhenAskedFor) {
+  EalOptions o;
+  o.pci = true;
+  o.telemetry = true;
+  const auto args = build_eal_args(o, false);
+  EXPECT_FALSE(contains(args, "--no-pci"));
+  EXPECT_FALSE(contains(args, "--no-telemetry"));
+  EalOptions t;
+  t.extra_args = {"--telemetry"};
+  const auto ta = build_eal_args(t, false);
+  EXPECT_FALSE(contains(ta, "--no-telemetry"));
+  EXPECT_TRUE(contains(ta, "--no-pci"));
+}
+
+// Each of the caller's memory-mode options replaces our mode: no --no-huge or --in-memory of
+// ours beside it (EAL refuses --in-memory with --no-huge, and the per-socket options with it).
+TEST(EalArgs, EveryMemoryModeOptionOfTheCallerReplacesOurs) {
+  for (const char* opt : {"--huge-dir=/mnt/h", "--in-memory", "--legacy-mem", "--socket-mem=512",
+                          "--socket-limit=512"}) {
+    for (const bool hugepages : {false, true}) {
+      EalOptions o;
+      o.extra_args = {opt};
+      const auto args = build_eal_args(o, hugepages);
+      EXPECT_FALSE(contains(args, "--no-huge")) << opt << " hugepages " << hugepages;
+      EXPECT_EQ(std::count(args.begin(), args.end(), "--in-memory"),
+                std::string_view(opt) == "--in-memory" ? 1 : 0)
+          << opt << " hugepages " << hugepages;
+      EXPECT_FALSE(contains(args, "-m")) << opt;
+    }
+  }
+}
+
 TEST(Eal, PortsRefuseToOpenBeforeEalRuns) {
   std::string error;
   EXPECT_EQ(DpdkPort::open("net_ring0", PortConfig{}, &error), nullptr);
@@ -213,6 +248,24 @@ TEST(Eal, AFailedStartLeavesNoRuntimeDirectory) {
   const std::filesystem::path dir =
       std::filesystem::path("/var/run/dpdk") / ("roce-" + std::to_string(getpid()));
   EXPECT_FALSE(std::filesystem::exists(dir)) << error;
+  // rte_eal_init failed past the point where it can be called again: a second start is refused
+  // in our words, without calling it.
+  EXPECT_FALSE(Eal::init(EalOptions{}, &error));
+  EXPECT_NE(error.find("cannot start again"), std::string::npos) << error;
+}
+
+// The runtime directory of a prefix the caller chose is the caller's: cleanup leaves it.
+TEST(Eal, CleanupLeavesTheRuntimeDirectoryOfTheCallersPrefix) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (/var/run/dpdk)";
+  EalOptions o;
+  o.file_prefix = "roce-test-" + std::to_string(getpid());
+  std::string error;
+  ASSERT_TRUE(Eal::init(o, &error)) << error;
+  const std::filesystem::path dir = std::filesystem::path("/var/run/dpdk") / o.file_prefix;
+  ASSERT_TRUE(std::filesystem::exists(dir));
+  Eal::cleanup();
+  EXPECT_TRUE(std::filesystem::exists(dir));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Eal, StartsTheCallerThreadAsAnLcoreAndRegistersOthers) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,7 @@ TEST(RingPair, TxBurstReturnsWhatWasTakenAndTheRestCanBeFreed) {
   EXPECT_EQ(taken, RingPair::kRingSize - 1);
   EXPECT_EQ(refused, 40u * 32u - taken);
   EXPECT_EQ(a.counters().tx_packets, taken);
+  EXPECT_EQ(a.counters().tx_bytes, uint64_t{taken} * 64);  // refused frames are not counted
   EXPECT_EQ(a.counters().tx_rejected, refused);
   EthStats s;
   std::string error;
@@ -178,6 +180,32 @@ TEST(RingPair, TxHonoursAMovedDataPointer) {
   EXPECT_EQ(got[1], f1);
 }
 
+// A received buffer may be written up to its cap (the engine builds replies in place): the data
+// room from where the frame starts to the end of the buffer, no more.
+TEST(RingPair, ReceivedBuffersOfferTheRoomFromTheFrameToTheEndOfTheBuffer) {
+  auto pair = make_pair();
+  ASSERT_NE(pair, nullptr);
+  PktBuf bufs[2];
+  ASSERT_EQ(pair->a().alloc(bufs, 2), 2);
+  const auto f = make_frame(100, 1);
+  bufs[1].data -= 8;  // a header prepended: 8 bytes more room behind the frame's start
+  for (PktBuf& b : bufs) {
+    std::memcpy(b.data, f.data(), f.size());
+    b.len = static_cast<uint32_t>(f.size());
+  }
+  ASSERT_EQ(pair->a().tx_burst(bufs, 2), 2);
+  PktBuf got[2];
+  uint16_t n = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (n < 2 && std::chrono::steady_clock::now() < deadline) {
+    n = static_cast<uint16_t>(n + pair->b().rx_burst(got + n, static_cast<uint16_t>(2 - n)));
+  }
+  ASSERT_EQ(n, 2);
+  EXPECT_EQ(got[0].cap, pair->a().buffer_capacity());
+  EXPECT_EQ(got[1].cap, pair->a().buffer_capacity() + 8);
+  pair->b().free(got, n);
+}
+
 TEST(RingPair, DropsFramesLongerThanTheMtu) {
   PortConfig config;
   config.mtu = 1500;
@@ -222,6 +250,54 @@ TEST(RingPair, ChainedFramesAreLinearizedOrDropped) {
   EXPECT_EQ(pair->b().buffers_in_use(), 0u);
 }
 
+// A chained frame exactly as long as a buffer's data room still fits one: it is linearized.
+TEST(RingPair, AChainedFrameThatFillsABufferExactlyIsLinearized) {
+  PortConfig config;
+  config.mtu = 1500;
+  config.mbuf_data_size = 1514;  // the largest frame, and not a byte more
+  auto pair = make_pair(config);
+  ASSERT_NE(pair, nullptr);
+  ASSERT_EQ(pair->b().buffer_capacity(), 1514u);
+  std::string error;
+  auto sender = ChainedFrameSender::create(/*segment_size=*/512, /*count=*/15, &error);
+  ASSERT_NE(sender, nullptr) << error;
+  const auto frame = make_frame(1514, 3);
+  ASSERT_TRUE(sender->send(pair->a(), frame));
+  const auto got = receive(pair->b(), 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], frame);
+  EXPECT_EQ(pair->b().counters().rx_linearized, 1u);
+  EXPECT_EQ(pair->b().counters().rx_dropped_chained, 0u);
+  EXPECT_EQ(sender->in_use(), 0u);
+}
+
+// Every port of every pair has a MAC of its own: two pairs in a process are two links whose
+// devices must not share an address.
+TEST(RingPair, EveryPortOfEveryPairHasItsOwnMac) {
+  auto one = make_pair();
+  auto two = make_pair();
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  const std::set<std::string> macs{one->a().mac_string(), one->b().mac_string(),
+                                   two->a().mac_string(), two->b().mac_string()};
+  EXPECT_EQ(macs.size(), 4u);
+}
+
+// Frames still queued in the rings when a pair closes go back to their pools, and the pools are
+// freed rather than leaked (a port closing with mbufs out says so on stderr).
+TEST(RingPair, ClosingWithFramesQueuedLeaksNoPool) {
+  ::testing::internal::CaptureStderr();
+  {
+    auto pair = make_pair();
+    ASSERT_NE(pair, nullptr);
+    send_all(pair->a(), {make_frame(60, 1), make_frame(60, 2)});
+    send_all(pair->b(), {make_frame(60, 3)});
+    EXPECT_EQ(pair->a().buffers_in_use(), 2u);
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("pool leaked"), std::string::npos) << err;
+}
+
 TEST(RingPair, ClosesAndReopensUnderTheSameName) {
   std::string error;
   for (int i = 0; i < 2; ++i) {
@@ -249,6 +325,32 @@ TEST(DpdkPort, OpeningAPortAnotherDpdkPortHoldsFailsAndLeavesItWorking) {
   EXPECT_EQ(receive(pair->b(), 1, 2s).size(), 1u);
   send_all(pair->b(), {make_frame(60, 2)});
   EXPECT_EQ(receive(pair->a(), 1, 2s).size(), 1u);
+}
+
+// The mtu limits are part of the range: 68 (RFC 791) and 9000 open and carry their largest
+// frame; one byte outside either is refused.
+TEST(DpdkPort, TheMtuLimitsAreInclusive) {
+  std::string error;
+  for (const uint32_t mtu : {68u, 9000u}) {
+    PortConfig config;
+    config.mtu = mtu;
+    config.num_mbufs = 255;
+    auto pair = RingPair::create("mtu" + std::to_string(mtu), config, &error);
+    ASSERT_NE(pair, nullptr) << "mtu " << mtu << ": " << error;
+    EXPECT_EQ(pair->a().max_frame_len(), mtu + 14);
+    const auto frame = make_frame(mtu + 14, mtu);
+    send_all(pair->a(), {frame});
+    const auto got = receive(pair->b(), 1, 2s);
+    ASSERT_EQ(got.size(), 1u) << "mtu " << mtu;
+    EXPECT_EQ(got[0], frame);
+  }
+  for (const uint32_t mtu : {67u, 9001u}) {
+    PortConfig config;
+    config.mtu = mtu;
+    EXPECT_EQ(RingPair::create("mtu" + std::to_string(mtu), config, &error), nullptr);
+    EXPECT_NE(error.find("mtu " + std::to_string(mtu) + " outside [68, 9000]"), std::string::npos)
+        << error;
+  }
 }
 
 TEST(DpdkPort, OpenReportsProbeFailuresInOneLine) {

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "tests/dpdk/eal_environment.h"
@@ -80,6 +82,24 @@ TEST(TscClock, ReanchoringCorrectsAWrongFrequency) {
 
 TEST(TscClock, RefusesAnImplausibleFrequency) {
   EXPECT_EQ(TscClock::create_with_hz(1000), nullptr);
+  EXPECT_EQ(TscClock::create_with_hz(999'999), nullptr);
+  EXPECT_NE(TscClock::create_with_hz(1'000'000), nullptr);  // 1 MHz: the lowest taken
+}
+
+// A CPU whose TSC the kernel calls invariant (the "nonstop_tsc" flag: CPUID.80000007H:EDX[8])
+// gets a TSC clock; the tests above skip without one, so this one says when they should not.
+TEST(TscClock, IsThereWhenTheKernelSeesAnInvariantTsc) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool invariant = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.starts_with("flags") && line.find(" nonstop_tsc") != std::string::npos) {
+      invariant = true;
+      break;
+    }
+  }
+  if (!invariant) GTEST_SKIP() << "no nonstop_tsc flag in /proc/cpuinfo";
+  EXPECT_NE(TscClock::create(), nullptr);
 }
 
 }  // namespace
