@@ -80,6 +80,40 @@ TEST(TscClock, ReanchoringCorrectsAWrongFrequency) {
   EXPECT_LT(std::abs(offset(*c) - settled), 50'000);
 }
 
+// A large error is taken up a little at a time: a reanchor moves the clock towards
+// CLOCK_MONOTONIC by at most 1 % of the interval it measured over, so the engine's timers never
+// see time run much faster or slower than it does.
+TEST(TscClock, ALargeErrorIsTakenUpAtMostOnePercentPerInterval) {
+  auto probe = TscClock::create();
+  if (!probe) GTEST_SKIP() << "no invariant TSC on this CPU (the device uses CLOCK_MONOTONIC)";
+  // A frequency estimate 5 % high: after 100 ms the clock is ~4.8 ms behind.
+  auto c = TscClock::create_with_hz(probe->hz() + probe->hz() / 20);
+  ASSERT_NE(c, nullptr);
+  sleep_ms(100);
+  const int64_t before = offset(*c);
+  EXPECT_LT(before, -4'000'000);
+  c->reanchor();
+  sleep_ms(100);
+  // The rate is right now and the clock gained at most 1 % of the ~100 ms (1 ms), not all of it.
+  const int64_t after = offset(*c);
+  EXPECT_GT(after, before) << "still falling behind";
+  EXPECT_LT(after, before + 2'000'000) << "before: " << before << " ns";
+}
+
+// Calls closer together than 10 ms measure nothing: however many, they leave the rate alone.
+TEST(TscClock, ReanchorsInQuickSuccessionLeaveTheRateAlone) {
+  auto c = TscClock::create();
+  if (!c) GTEST_SKIP() << "no invariant TSC on this CPU (the device uses CLOCK_MONOTONIC)";
+  for (int i = 0; i < 10; ++i) {  // settled first, as above
+    sleep_ms(20);
+    c->reanchor();
+  }
+  const int64_t settled = offset(*c);
+  for (int i = 0; i < 100'000; ++i) c->reanchor();
+  sleep_ms(50);
+  EXPECT_LT(std::abs(offset(*c) - settled), 50'000);
+}
+
 TEST(TscClock, RefusesAnImplausibleFrequency) {
   EXPECT_EQ(TscClock::create_with_hz(1000), nullptr);
   EXPECT_EQ(TscClock::create_with_hz(999'999), nullptr);
