@@ -182,6 +182,17 @@ TEST_F(AfPacket, AFailedOpenLetsItsSocketGo) {
   EXPECT_EQ(port->ring_sockets(), 1u);
 }
 
+// So does a port that ran and closed: the PMD closes its socket when the port stops, and the
+// next port's socket, likely under the same descriptor number, is that port's to read.
+TEST_F(AfPacket, AClosedPortLetsItsSocketGo) {
+  std::string error;
+  for (int round = 0; round < 3; ++round) {
+    auto port = DpdkPort::open("net_af_packet0,iface=lo", config(1500), &error);
+    ASSERT_NE(port, nullptr) << "round " << round << ": " << error;
+    EXPECT_EQ(port->ring_sockets(), 1u) << "round " << round;
+  }
+}
+
 TEST_F(AfPacket, SizesMbufsForItsFrameSlots) {
   std::string error;
   auto port = DpdkPort::open("net_af_packet0,iface=lo,blocksz=8192,framesz=8192,framecnt=512",

@@ -220,6 +220,24 @@ TEST(DeviceCounters, WrittenToTheConfiguredFileWhenTheDeviceCloses) {
   }
 }
 
+// counters=- means standard error: the counters appear there when the device closes (and no
+// file named "-" is made).
+TEST(DeviceCounters, ADashMeansStandardError) {
+  DeviceConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("port=net_null33; ipv4=192.0.2.1/24; counters=-", &cfg, &err))
+      << err;
+  std::unique_ptr<Device> d = Device::open(cfg, &err);
+  ASSERT_TRUE(d) << err;
+  ::testing::internal::CaptureStderr();
+  d.reset();
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(text.find("device roce0 (net_null33"), std::string::npos) << text;
+  EXPECT_NE(text.find("driver:"), std::string::npos) << text;
+  EXPECT_NE(access("-", F_OK), 0) << "a file named '-' was written";
+  std::remove("-");
+}
+
 // EAL starts once per process, with the first device's eal arguments. A later device with eal
 // arguments EAL was not started with fails its open, naming them; it used to run without them
 // (a second memif device's --single-file-segments, needed for zero-copy, silently lost).

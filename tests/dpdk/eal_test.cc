@@ -398,6 +398,43 @@ TEST(Eal, APortEalProbedOpensAgainAfterItsDpdkPortClosed) {
   Eal::cleanup();
 }
 
+// ...and with the arguments EAL probed it with, every time: net_null's size= is the length of
+// the frames it delivers.
+TEST(Eal, APortEalProbedOpensAgainWithItsArguments) {
+  EalOptions o;
+  o.extra_args = {"--vdev=net_null0,size=100"};
+  std::string error;
+  ASSERT_TRUE(Eal::init(o, &error)) << error;
+  for (int round = 0; round < 3; ++round) {
+    auto port = DpdkPort::open("net_null0", PortConfig{}, &error);
+    ASSERT_NE(port, nullptr) << "round " << round << ": " << error;
+    PktBuf bufs[4];
+    const uint16_t n = port->rx_burst(bufs, 4);
+    ASSERT_GT(n, 0) << "round " << round;
+    EXPECT_EQ(bufs[0].len, 100u) << "round " << round;
+    port->free(bufs, n);
+  }
+  Eal::cleanup();
+}
+
+// A port opened by its id is closed when its DpdkPort goes, also when the device stays
+// (kKeepDevice): closing releases the ethdev port, whose id then names no port.
+TEST(Eal, APortOpenedByIdIsClosedWhenItsDpdkPortGoes) {
+  EalOptions o;
+  o.extra_args = {"--vdev=net_null0"};
+  std::string error;
+  ASSERT_TRUE(Eal::init(o, &error)) << error;
+  {
+    auto port = DpdkPort::open_port_id(0, PortConfig{}, &error);
+    ASSERT_NE(port, nullptr) << error;
+    EXPECT_EQ(port->name(), "net_null0");
+  }
+  EXPECT_EQ(DpdkPort::open_port_id(0, PortConfig{}, &error), nullptr);
+  EXPECT_NE(error.find("no such ethdev port"), std::string::npos) << error;
+  EXPECT_TRUE(Eal::device_listed("net_null0"));  // the device stayed
+  Eal::cleanup();
+}
+
 // A failed rte_eal_init leaves EAL unusable in that process, so it runs in a child.
 TEST(EalDeathTest, FailureIsOneClearLine) {
   EXPECT_EXIT(
