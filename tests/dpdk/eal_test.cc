@@ -222,13 +222,16 @@ TEST(Eal, RemovesTheRuntimeDirectoriesOfProcessesThatAreGone) {
   const auto gone = make("roce-" + std::to_string(child));
   const auto alive = make("roce-" + std::to_string(getppid()));  // ctest, still running
   const auto other = make("notroce-" + std::to_string(child));
+  const auto zero = make("roce-0" + std::to_string(child));  // not a name Eal::init makes
   std::string error;
   ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
   EXPECT_FALSE(std::filesystem::exists(gone));
   EXPECT_TRUE(std::filesystem::exists(alive));
   EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_TRUE(std::filesystem::exists(zero));
   std::filesystem::remove_all(alive);
   std::filesystem::remove_all(other);
+  std::filesystem::remove_all(zero);
   Eal::cleanup();
 }
 
