@@ -238,6 +238,17 @@ TEST(DeviceCounters, ADashMeansStandardError) {
   std::remove("-");
 }
 
+// Key `mtu` sizes the port: its largest frame is mtu + 14.
+TEST(DeviceConfigOverDpdk, TheMtuSizesThePort) {
+  DeviceConfig cfg;
+  std::string err;
+  ASSERT_TRUE(parse_device_string("port=net_null34; ipv4=192.0.2.1/24; mtu=1500", &cfg, &err))
+      << err;
+  std::unique_ptr<Device> d = Device::open(cfg, &err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_EQ(d->max_frame_len(), 1514u);
+}
+
 // EAL starts once per process, with the first device's eal arguments. A later device with eal
 // arguments EAL was not started with fails its open, naming them; it used to run without them
 // (a second memif device's --single-file-segments, needed for zero-copy, silently lost).

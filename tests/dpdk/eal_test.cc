@@ -94,6 +94,8 @@ TEST(EalArgs, CallerArgumentsReplaceMatchingDefaults) {
   EalOptions lcores;
   lcores.lcores = "0@0,1@1";
   EXPECT_TRUE(contains(build_eal_args(lcores, false), "--lcores=0@0,1@1"));
+  lcores.extra_args = {"-c", "0x3"};  // a core mask names the lcores too
+  EXPECT_EQ(count_prefix(build_eal_args(lcores, false), "--lcores"), 0u);
 }
 
 // "-m 2048" is what a pool too large for the default memory asks for ("raise EAL -m"): it

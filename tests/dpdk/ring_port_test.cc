@@ -354,6 +354,22 @@ TEST(DpdkPort, TheMtuLimitsAreInclusive) {
   }
 }
 
+// An mbuf's data room and headroom together are a 16-bit length: 65535 bytes is the most.
+TEST(DpdkPort, TheLargestDataRoomIsTheOneThatFits16Bits) {
+  PortConfig config;
+  config.mtu = 1500;
+  config.num_mbufs = 63;
+  config.mbuf_data_size = 65535 - 128;  // RTE_PKTMBUF_HEADROOM: 128
+  std::string error;
+  auto pair = RingPair::create("room", config, &error);
+  ASSERT_NE(pair, nullptr) << error;
+  EXPECT_EQ(pair->a().buffer_capacity(), 65535u - 128);
+  pair.reset();
+  config.mbuf_data_size = 65535 - 127;
+  EXPECT_EQ(RingPair::create("room", config, &error), nullptr);
+  EXPECT_NE(error.find("mbuf data room 65408 too large"), std::string::npos) << error;
+}
+
 TEST(DpdkPort, OpenReportsProbeFailuresInOneLine) {
   std::string error;
   EXPECT_EQ(DpdkPort::open("net_nosuchdriver0", PortConfig{}, &error), nullptr);
