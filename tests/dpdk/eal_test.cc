@@ -366,6 +366,26 @@ TEST(Eal, RunOnInterruptThreadRunsThereOnceOrNotAtAll) {
   Eal::cleanup();
 }
 
+size_t open_descriptors() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+// The way onto the interrupt thread is set up once (an eventfd and an interrupt handle kept for
+// the life of the process), not per call: each registration makes the thread rebuild its epoll
+// set, and each call would leave a descriptor behind.
+TEST(Eal, RunOnInterruptThreadSetsUpItsChannelOnce) {
+  std::string error;
+  ASSERT_TRUE(Eal::init(EalOptions{}, &error)) << error;
+  ASSERT_TRUE(Eal::run_on_interrupt_thread([] {}, std::chrono::seconds(5)));
+  const size_t fds = open_descriptors();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(Eal::run_on_interrupt_thread([] {}, std::chrono::seconds(5)));
+  }
+  EXPECT_EQ(open_descriptors(), fds);
+  Eal::cleanup();
+}
+
 // settle_eal_interrupt_thread (Eal::cleanup calls it) waits for what the thread was handling,
 // once anything of ours has run there; before that it has nothing to wait for and registers
 // nothing (a registration would itself make the thread rebuild its epoll set).
