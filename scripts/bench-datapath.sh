@@ -395,12 +395,9 @@ report() {
   r_lat_tcp=$(median "$WORK/ratios.txt" 5)
   r_lat99_tcp=$(median "$WORK/ratios.txt" 6)
   r_lat2=$(median "$WORK/ratios.txt" 7)
-  # The link's best: the fastest testpmd repetition and the quickest raw ping-pong. A baseline
-  # can slump for a whole repetition on its own (testpmd fell from ~7 to ~0.9 Mpps after its
-  # first second in two of five repetitions on a Zen 4 VM while roce-perf beside it did not):
-  # a paired ratio over such a repetition reads 300 %, and three of them would carry the
-  # median. So each target is judged on the stricter of the paired ratio and the ratio of
-  # roce-perf's median to the link's best.
+  # The link's best (testpmd's fastest repetition, the raw ping-pong's quickest): a baseline
+  # that slumps for a whole repetition reads ~300 % paired, and a majority of such repetitions
+  # would carry the paired median (docs/performance.md, "2026-11-27").
   local tp_best rp_best r_bw_best r_lat_best spread
   tp_best=$(awk '$1 > m {m = $1} END {print m}' "$WORK/bw.txt")
   rp_best=$(awk 'NR == 1 || $1 < m {m = $1} END {print m}' "$WORK/lat.txt")

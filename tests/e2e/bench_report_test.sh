@@ -14,8 +14,8 @@ fails=0
 report() {
   printf '%s\n' "$1" >"$WORK/bw.txt"
   printf '%s\n' "$2" >"$WORK/lat.txt"
-  # shellcheck source=scripts/bench-datapath.sh
   local dir=$WORK
+  # shellcheck source=scripts/bench-datapath.sh
   (BENCH_LIB_ONLY=1 source "$REPO/scripts/bench-datapath.sh" && WORK=$dir N=5 report)
 }
 # expect NAME OUTPUT ROW_PREFIX VERDICT [NOTE]: the row's verdict, and whether the spread note shows.
@@ -40,7 +40,7 @@ LAT='0.261 0.331 0.86 1.16 37.6 67.2 0.145 0.166
 0.115 0.131 0.70 1.18 32.2 51.8 0.295 0.406
 0.231 0.321 0.70 1.28 38.0 68.0 0.271 0.350'
 
-# The run of the thirty-ninth session (Zen 4): testpmd slumped in repetitions 2 and 3.
+# The run of 2026-11-27 (Zen 4, docs/performance.md): testpmd slumped in repetitions 2 and 3.
 out=$(report '226.98 80.32 13.55
 29.15 92.68 12.88
 26.15 82.68 11.24
