@@ -1,8 +1,8 @@
 // --verify: every byte of every message checked end to end (both sides roce-perf).
 //
-// Message m of a run carries pattern(m): 64-bit words derived from m and the word's offset, so
-// a message that lands in the wrong place, twice, torn or stale is caught, not only a flipped
-// bit. Each requester-side slot is refilled only after the message in it completed.
+// Message m of a run carries pattern(m) (verify_pattern.h): 64-bit words derived from m and the
+// word's offset, so a message that lands in the wrong place, twice, torn or stale is caught, not
+// only a flipped bit. Each requester-side slot is refilled only after the message in it completed.
 //   send_bw  the receiver checks each message in its own receive slot before reposting it.
 //   read_bw  the responder fills its region with a pass of messages; the requester checks each
 //            READ as it completes; a pass result over TCP lets the next pass begin.
@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "apps/perf/perf_test.h"
+#include "apps/perf/verify_pattern.h"
 
 namespace roce::perf {
 
@@ -40,55 +41,6 @@ enum Kind : uint32_t {
 struct Record {
   uint64_t kind = 0, a = 0, b = 0, c = 0;
 };
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-struct Pattern {
-  uint64_t salt;
-  uint64_t base(uint64_t msg) const { return splitmix(salt ^ msg); }
-  static uint64_t word(uint64_t base, uint64_t i) { return base + i * 0xD6E8FEB86659FD93ull; }
-
-  void fill(uint8_t* dst, uint64_t msg, uint64_t len) const {
-    const uint64_t b = base(msg);
-    uint64_t i = 0;
-    for (; (i + 1) * 8 <= len; ++i) {
-      const uint64_t w = word(b, i);
-      std::memcpy(dst + i * 8, &w, 8);
-    }
-    if (i * 8 < len) {
-      const uint64_t w = word(b, i);
-      std::memcpy(dst + i * 8, &w, len - i * 8);
-    }
-  }
-  // The first offset that differs, or -1.
-  int64_t check(const uint8_t* got, uint64_t msg, uint64_t len, uint8_t* want_byte) const {
-    const uint64_t b = base(msg);
-    for (uint64_t off = 0; off < len; off += 8) {
-      const uint64_t w = word(b, off / 8);
-      const uint64_t n = len - off < 8 ? len - off : 8;
-      if (std::memcmp(got + off, &w, n) != 0) {
-        uint8_t bytes[8];
-        std::memcpy(bytes, &w, 8);
-        for (uint64_t k = 0; k < n; ++k) {
-          if (got[off + k] != bytes[k]) {
-            *want_byte = bytes[k];
-            return static_cast<int64_t>(off + k);
-          }
-        }
-      }
-    }
-    return -1;
-  }
-};
-
-Pattern pattern_for(Verb v, uint64_t size) {
-  return Pattern{splitmix(size * 0x100000001B3ull ^ (static_cast<uint64_t>(v) << 56))};
-}
 
 bool send_record(OobChannel& oob, const Record& r, std::string* err) {
   const uint64_t w[4] = {__builtin_bswap64(r.kind), __builtin_bswap64(r.a), __builtin_bswap64(r.b),

@@ -21,6 +21,7 @@
 #include "apps/perf/options.h"
 #include "apps/perf/perf_test.h"
 #include "apps/perf/report.h"
+#include "apps/perf/verify_pattern.h"
 
 namespace {
 using namespace roce;
@@ -712,6 +713,217 @@ TEST(StallWatch, ALinkThatIsUpLeavesTheStallLimitInCharge) {
   StallWatch unbounded(0, true, &down, 0.01);
   EXPECT_FALSE(stalls_within(unbounded, std::chrono::milliseconds(50)));
   EXPECT_EQ(down.asked, 0);
+}
+
+TEST(Report, LatencyMedianAndStdevOfAnEvenCountArePerftests) {
+  // 13 posts, 12 round trips of 2, 4, .. 24 us (out of order), halved: 1 .. 12 us. The two
+  // slowest are dropped, leaving 10: an even count, whose median is the mean of the middle two
+  // (5.5 us, get_median), and the standard deviation squares the differences truncated to whole
+  // microseconds over the 10 (4, 3, 2, 1, 0, 0, -1, .. -4: sqrt(60 / 10) = 2.45 us).
+  PerfOptions o;
+  o.verb = Verb::kWrite;
+  o.kind = TestKind::kLat;
+  const uint64_t order[12] = {7, 2, 11, 4, 1, 9, 12, 3, 6, 10, 5, 8};
+  uint64_t posted[13], scratch[13];
+  posted[0] = 1'000'000;
+  for (int i = 0; i < 12; ++i) posted[i + 1] = posted[i] + order[i] * 2'000;
+  testing::internal::CaptureStdout();
+  print_lat_report(o, 8, posted, 13, scratch);
+  char expect[256];
+  std::snprintf(expect, sizeof expect, kReportFmtLat, 8ul, 13ul, 1.0, 11.0, 5.5, 5.5, 2.449489742783178,
+                11.0, 11.0);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+}
+
+// print_report_lat's rtt_factor: READ and atomics report the whole round trip, the ping-pongs
+// (WRITE, SEND) half of it.
+TEST(Report, ReadAndAtomicLatencyIsTheWholeRoundTrip) {
+  uint64_t posted[12], scratch[12];
+  for (int i = 0; i < 12; ++i) posted[i] = uint64_t(i) * 10'000;  // 10 us apart
+  const auto typical = [&](Verb v) {
+    PerfOptions o;
+    o.verb = v;
+    o.kind = TestKind::kLat;
+    testing::internal::CaptureStdout();
+    print_lat_report(o, 8, posted, 12, scratch);
+    const std::string line = testing::internal::GetCapturedStdout();
+    double t_min = 0, t_max = 0, t_typical = 0;
+    unsigned long size = 0, iters = 0;
+    EXPECT_EQ(std::sscanf(line.c_str(), "%lu %lu %lf %lf %lf", &size, &iters, &t_min, &t_max,
+                          &t_typical),
+              5)
+        << line;
+    return t_typical;
+  };
+  EXPECT_DOUBLE_EQ(typical(Verb::kRead), 10.0);
+  EXPECT_DOUBLE_EQ(typical(Verb::kAtomic), 10.0);
+  EXPECT_DOUBLE_EQ(typical(Verb::kWrite), 5.0);
+  EXPECT_DOUBLE_EQ(typical(Verb::kSend), 5.0);
+}
+
+// print_report_lat_duration: the latency is the sample window over the iterations, halved for
+// the ping-pongs; tps is iterations a second.
+TEST(Report, DurationLatencyLineIsPerftests) {
+  PerfOptions o;
+  o.kind = TestKind::kLat;
+  o.duration_mode = true;
+  o.verb = Verb::kWrite;
+  testing::internal::CaptureStdout();
+  print_lat_duration_report(o, 2, 1000, 4'000'000);  // 1000 round trips in 4 ms
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            " 2             1000            2.00           250000.00\n");
+  o.verb = Verb::kRead;
+  testing::internal::CaptureStdout();
+  print_lat_duration_report(o, 2, 1000, 4'000'000);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            " 2             1000            4.00           250000.00\n");
+}
+
+// The peak over windows that end at a signalled completion: with -Q 2 those are messages 1
+// and 3 (every second one) and the last, 4, signalled because it is the last.
+TEST(Report, BwPeakWindowsEndAtModeratedCompletionsAndAtTheLast) {
+  PerfOptions o;
+  const uint64_t posted[5] = {1000, 1000, 1000, 1000, 1000};
+  const auto peak_ns = [&](const uint64_t (&completed)[5]) {
+    // 1 MiB messages in MB/s: 10^9 / (ns per message).
+    const BwReport r = compute_bw_report(o, 1 << 20, BwSamples{posted, completed, 5, false, 2, 1});
+    return 1e9 / r.bw_peak;
+  };
+  // Completion stamps only where completions were seen (0 elsewhere, as never written). The
+  // best window is messages 0..1 or 0..3: 1000 ns a message.
+  EXPECT_NEAR(peak_ns({0, 3000, 0, 5000, 11000}), 1000.0, 1e-6);
+  // The best window ends at the last message, 0..4: 8500 ns over 5 messages.
+  EXPECT_NEAR(peak_ns({0, 5000, 0, 9000, 9500}), 1700.0, 1e-6);
+}
+
+TEST(Report, BwInGbitsAndWithoutPeak) {
+  // 4 MiB in 4 ms is 8.388608 Gb/s (--report_gbits: 10^9 bits).
+  PerfOptions o;
+  o.report_gbits = true;
+  const uint64_t posted[4] = {0, 0, 0, 0};
+  const uint64_t completed[4] = {1'000'000, 2'000'000, 3'000'000, 4'000'000};
+  BwReport r = compute_bw_report(o, 1 << 20, BwSamples{posted, completed, 4, false, 1, 1});
+  EXPECT_NEAR(r.bw_avg, 8.388608, 1e-9);
+  EXPECT_NEAR(r.bw_peak, 8.388608, 1e-9);
+  // -N (and -D, and a SEND receiver): only the first stamps are written, and they span the
+  // run; no peak.
+  o.report_gbits = false;
+  const uint64_t span_posted[4] = {0, 0, 0, 0};
+  const uint64_t span_completed[4] = {4'000'000, 0, 0, 0};
+  r = compute_bw_report(o, 1 << 20, BwSamples{span_posted, span_completed, 4, true, 1, 1});
+  EXPECT_NEAR(r.bw_avg, 1000.0, 1e-9);
+  EXPECT_EQ(r.bw_peak, 0.0);
+  // Two decimals from 0.1 Gb/s up; six below.
+  o.report_gbits = true;
+  testing::internal::CaptureStdout();
+  print_bw_report(o, BwReport{2, 1000, 0.6, 0.5, 1.25});
+  char expect[256];
+  std::snprintf(expect, sizeof expect, kReportFmt, 2ul, 1000ul, 0.6, 0.5, 1.25);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
+}
+
+TEST(Report, BannerLinesFollowTheVerbAndTheSide) {
+  PerfOptions o;
+  o.verb = Verb::kSend;
+  o.servername = "10.0.0.1";  // a send_bw client: no RX depth (it only sends)
+  EXPECT_EQ(banner_of(o).find(" RX depth"), std::string::npos);
+  o.servername.clear();
+  EXPECT_NE(banner_of(o).find(" RX depth"), std::string::npos);
+  o.verb = Verb::kAtomic;  // atomics, as READ, show their outstanding reads, not inline data
+  std::string b = banner_of(o);
+  EXPECT_NE(b.find(" Outstand reads  : 1\n"), std::string::npos);
+  EXPECT_EQ(b.find("Max inline data"), std::string::npos);
+  o.verb = Verb::kWrite;
+  o.post_list = 4;
+  b = banner_of(o);
+  EXPECT_NE(b.find("                    RDMA_Write Post List BW Test\n"), std::string::npos) << b;
+  EXPECT_NE(b.find(" Post List       : 4\n"), std::string::npos);
+}
+
+// ctx_print_pingpong_data: READ shows its outstanding reads; READ and WRITE their RKey and
+// VAddr; SEND neither.
+TEST(Report, AddressLineShowsWhatTheVerbUses) {
+  const auto line = [](Verb v) {
+    PerfOptions o;
+    o.verb = v;
+    testing::internal::CaptureStdout();
+    print_address(o, sample_key(), false);
+    return testing::internal::GetCapturedStdout();
+  };
+  const std::string read = line(Verb::kRead), write = line(Verb::kWrite), send = line(Verb::kSend);
+  EXPECT_NE(read.find(" OUT 0x10 RKey 0x12340001 VAddr 0x007f0011223344\n"), std::string::npos)
+      << read;
+  EXPECT_EQ(write.find(" OUT"), std::string::npos) << write;
+  EXPECT_NE(write.find(" RKey 0x12340001 VAddr 0x007f0011223344\n"), std::string::npos) << write;
+  EXPECT_EQ(send.find(" RKey"), std::string::npos) << send;
+  EXPECT_NE(send.find(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:101\n"),
+            std::string::npos)
+      << send;
+}
+
+// --verify's pattern finds a wrong byte at every offset of every length, including the bytes
+// of a last partial word.
+TEST(VerifyPattern, EveryWrongByteIsFoundWhereItIs) {
+  const Pattern p = pattern_for(Verb::kWrite, 4096);
+  for (uint64_t len = 1; len <= 40; ++len) {
+    uint8_t buf[40];
+    p.fill(buf, 7, len);
+    uint8_t want = 0;
+    ASSERT_EQ(p.check(buf, 7, len, &want), -1) << len;
+    for (uint64_t off = 0; off < len; ++off) {
+      const uint8_t good = buf[off];
+      buf[off] ^= 0x01;
+      ASSERT_EQ(p.check(buf, 7, len, &want), static_cast<int64_t>(off)) << len << " " << off;
+      EXPECT_EQ(want, good);
+      buf[off] = good;
+    }
+  }
+}
+
+// A message in the place of another, or shifted by a word, differs in every word; so does the
+// same message under another size or verb (a peer on other sizes, a stale message).
+TEST(VerifyPattern, MessagesWordsSizesAndVerbsDiffer) {
+  const Pattern p = pattern_for(Verb::kSend, 64);
+  for (uint64_t m = 0; m < 1000; ++m) {
+    uint64_t a[8], b[8];
+    p.fill(reinterpret_cast<uint8_t*>(a), m, 64);
+    p.fill(reinterpret_cast<uint8_t*>(b), m + 1, 64);
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_NE(a[i], b[i]) << m << " " << i;
+      if (i < 7) {
+        ASSERT_NE(a[i], a[i + 1]) << m << " " << i;
+      }
+    }
+  }
+  EXPECT_NE(pattern_for(Verb::kSend, 64).salt, pattern_for(Verb::kSend, 128).salt);
+  EXPECT_NE(pattern_for(Verb::kSend, 64).salt, pattern_for(Verb::kWrite, 64).salt);
+  EXPECT_NE(pattern_for(Verb::kRead, 1).salt, pattern_for(Verb::kRead, 2).salt);
+}
+
+// force_dependecies (perftest_parameters.c) and perftest's defaults, each at its edge.
+TEST(Options, DependenciesAtTheirEdgesArePerftests) {
+  // Completion moderation off above 8 KiB (MSG_SIZE_CQ_MOD_LIMIT), and never above the depth.
+  EXPECT_EQ(parsed({"write_bw", "-s", "8192"}).cq_mod, 100);
+  EXPECT_EQ(parsed({"write_bw", "-s", "8193"}).cq_mod, 1);
+  EXPECT_EQ(parsed({"write_bw", "-s", "64", "-t", "64"}).cq_mod, 64);
+  // The depth never above the iterations.
+  EXPECT_EQ(parsed({"write_bw", "-n", "50"}).tx_depth, 50);
+  EXPECT_EQ(parsed({"write_bw", "-n", "5000"}).tx_depth, 128);
+  // An odd receive depth of a single-size SEND test is made even.
+  EXPECT_EQ(parsed({"send_bw", "-r", "65"}).rx_depth, 66);
+  EXPECT_EQ(parsed({"send_bw", "-r", "65", "--sizes", "64,128"}).rx_depth, 65);
+  // No peak above 20,000 iterations (the timestamps would be too many).
+  EXPECT_FALSE(parsed({"write_bw", "-n", "20000"}).no_peak);
+  EXPECT_TRUE(parsed({"write_bw", "-n", "20001"}).no_peak);
+  // Inline data by default on the latency ping-pongs only.
+  EXPECT_EQ(parsed({"write_lat"}).inline_size, 220);
+  EXPECT_EQ(parsed({"write_bw"}).inline_size, 0);
+  // -a: 2 B .. 8 MiB, buffers laid out for the largest.
+  const PerfOptions all = parsed({"write_bw", "-a"});
+  ASSERT_EQ(all.size_list.size(), 23u);
+  EXPECT_EQ(all.size_list.front(), 2u);
+  EXPECT_EQ(all.size_list.back(), uint64_t{1} << 23);
+  EXPECT_EQ(all.size, kMaxSize);
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# End to end: roce-perf's loops at counts the transfer tests do not reach.
+#   - Bandwidth loops whose iterations are not a multiple of the completion moderation.
+#     perftest signals every cq_mod-th message and the last one; without the last, the final
+#     messages of the run would never complete and the run would stall (until --timeout).
+#     1,050 messages of 64 B with the default moderation of 100 leave 50 behind the last
+#     moderated completion.
+#   - --verify with more messages in a pass than the send queue holds (2,000 of 64 B against
+#     -t 128): the requester's window of slots is bounded by the TX depth, or a post fails.
+#
+# Usage: perf_loops_test.sh ROCE_PERF
+E2E_NAME=loops
+PERF=${1:?roce-perf binary}
+source "$(dirname "$0")/lib.sh"
+require_netns
+testbed_up 2
+
+for t in write_bw send_bw read_bw; do
+  run_pair "$t" 60 "$t -s 64 -n 1050" "$t -s 64 -n 1050"
+  line=$(report_lines "$WORK/$t.client.out")
+  [[ $(awk '{print $2}' <<<"$line") == 1050 ]] || die "$t: no report of 1050 iterations: $line"
+  log "$t: $line"
+  run_pair "$t.verify" 60 "$t --verify -s 64 -n 2000" "$t --verify -s 64 -n 2000"
+  for side in server client; do
+    [[ $(verified_bytes "$WORK/$t.verify.$side.out") == 128000 ]] ||
+      die "$t --verify $side: not 128000 bytes verified: $(tail -n 1 "$WORK/$t.verify.$side.out")"
+  done
+  log "$t --verify: $(grep -h ' Verified' "$WORK/$t.verify.client.out")"
+done
+log "PASS"
