@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-shim.sh's report on made-up samples: a target (shim overhead <= 10 %) is met only when
-# the paired overhead and the overhead of the bests (each transport's best repetition) both meet
-# it, so that runs on a slumped memif link, on either side, cannot carry the verdict. Runs
+# the paired overhead and the overhead of the bests (each transport's best repetition but one)
+# both meet it, so that runs on a slumped memif link, on either side, cannot carry the verdict. Runs
 # anywhere (no DPDK, no root).
 #
 # Usage: bench_shim_report_test.sh
@@ -72,11 +72,11 @@ out=$(shim_report "$(with_lat '80.0 77.6
 80.5 78.1')")
 expect "verbs slumped once, otherwise 3 % behind" "$out" "$BW" "**met** |" "$SPREAD"
 
-# (d) Latency: native slow in 4 of 5 repetitions, verbs 25 % slower at the bests (1.25 against
-# 1.00 µs): paired about -37 %.
+# (d) Latency: native slow in 3 of 5 repetitions, verbs 24 % slower at the bests but one (1.25
+# against 1.01 µs): paired about -36 %.
 out=$(shim_report '80.0 76.0 2.00 26.0 1.25 25.0
-81.0 77.0 2.10 26.5 1.26 25.2
-79.5 75.5 1.00 24.2 1.25 25.1
+81.0 77.0 1.00 24.0 1.26 25.2
+79.5 75.5 1.01 24.2 1.25 25.1
 80.5 76.5 2.05 26.1 1.27 25.3
 80.2 76.2 1.95 26.3 1.25 25.0')
 expect "native latency slow in most repetitions" "$out" "$LAT" "**not met** |"
@@ -91,6 +91,15 @@ out=$(shim_report "$(with_lat '80.0 68.0
 90.0 88.0
 90.0 88.0')")
 expect "paired over the target, bests within" "$out" "$BW" "**not met** |"
+
+# (f) One native run in the machine's fast state (57.4 Gb/s against ~31; 8f4e727's run in
+# docs/performance.md): the very best is left out, and verbs ~3 % behind is met.
+out=$(shim_report "$(with_lat '57.4 30.0
+31.0 30.5
+31.5 29.8
+30.8 30.2
+31.2 30.1')")
+expect "one native run in the fast state" "$out" "$BW" "**met** |"
 
 echo "$fails failed"
 ((fails == 0))
