@@ -5,10 +5,8 @@
 #
 # Usage: bench_report_test.sh
 set -uo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-fails=0
+# shellcheck source=tests/e2e/bench_report_lib.sh
+source "$(dirname "$0")/bench_report_lib.sh"
 
 # report BW_LINES LAT_LINES: the script's report on these samples.
 report() {
@@ -18,21 +16,7 @@ report() {
   # shellcheck source=scripts/bench-datapath.sh
   (BENCH_LIB_ONLY=1 source "$REPO/scripts/bench-datapath.sh" && WORK=$dir N=5 report)
 }
-# expect NAME OUTPUT ROW_PREFIX VERDICT [NOTE]: the row's verdict, and whether the spread note shows.
-expect() {
-  local name=$1 out=$2 row=$3 verdict=$4 note=${5-}
-  local line
-  line=$(grep -F "| $row" <<<"$out" | head -n 1)
-  if [[ $line != *"$verdict" ]]; then
-    echo "FAIL: $name: want '$verdict' in: $line"
-    fails=$((fails + 1))
-  elif [[ -n $note ]] && ! grep -q "testpmd's repetitions spread" <<<"$out"; then
-    echo "FAIL: $name: no note of testpmd's spread"
-    fails=$((fails + 1))
-  else
-    echo "ok: $name"
-  fi
-}
+SPREAD="testpmd's repetitions spread"
 
 LAT='0.261 0.331 0.86 1.16 37.6 67.2 0.145 0.166
 0.256 0.355 0.93 1.45 37.1 65.1 0.310 0.401
@@ -46,7 +30,7 @@ out=$(report '226.98 80.32 13.55
 26.15 82.68 11.24
 238.08 94.10 14.00
 185.19 64.43 13.73' "$LAT")
-expect "recorded run: bandwidth" "$out" "write_bw 64 KiB, MTU 4096" "**not met** |" note
+expect "recorded run: bandwidth" "$out" "write_bw 64 KiB, MTU 4096" "**not met** |" "$SPREAD"
 expect "recorded run: latency" "$out" "send_lat 8 B, net_memif, median" "**not met** |"
 
 # The same with testpmd slumped in three repetitions: every paired ratio over a slumped one is
@@ -56,7 +40,7 @@ out=$(report '226.98 80.32 13.55
 26.15 82.68 11.24
 27.08 94.10 14.00
 185.19 64.43 13.73' "$LAT")
-expect "baseline slumped in most repetitions" "$out" "write_bw 64 KiB, MTU 4096" "**not met** |" note
+expect "baseline slumped in most repetitions" "$out" "write_bw 64 KiB, MTU 4096" "**not met** |" "$SPREAD"
 
 # A stack at 85-90 % of a steady link meets the target.
 out=$(report '100.0 88.0 13.0
