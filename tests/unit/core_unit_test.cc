@@ -652,4 +652,160 @@ TEST(PcapWriter, AFullDiskKeepsWholeRecordsAndSaysSo) {
   std::remove(path.c_str());
 }
 
+// The bytes of a file ("" if it cannot be read).
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::vector<uint8_t> d;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    uint8_t b[4096];
+    size_t n;
+    while ((n = std::fread(b, 1, sizeof b, f)) > 0) d.insert(d.end(), b, b + n);
+    std::fclose(f);
+  }
+  return d;
+}
+uint32_t u32_at(const std::vector<uint8_t>& d, size_t off) {
+  uint32_t v = 0;
+  std::memcpy(&v, &d[off], 4);
+  return v;
+}
+
+// Runs `body` with the files this process writes limited to `bytes` (write() past it fails
+// with EFBIG, as on a full disk), then puts the limit back.
+template <typename F>
+void with_file_size_limit(rlim_t bytes, F body) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = bytes;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  body();
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+}
+
+// The classic pcap format (what libpcap and tshark read): the file header in the writer's byte
+// order (magic 0xa1b2c3d4 for microsecond timestamps, version 2.4, the snap length, link type 1
+// for Ethernet), then per frame seconds, microseconds, the bytes kept and the length on the wire.
+TEST(PcapWriter, FileAndRecordHeadersFollowTheClassicFormat) {
+  PcapWriter w;
+  const std::string path = "/tmp/roce-core-unit-" + std::to_string(getpid()) + "-format.pcap";
+  std::string err;
+  ASSERT_TRUE(w.open(path, &err, 100)) << err;
+  std::vector<uint8_t> small(60), big(150);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<uint8_t>(200 - i);
+  w.write(small.data(), 60, 1'234'567'890'123'456'789ull);
+  w.write(big.data(), 150, 5'999'999'999ull);  // cut to the snap length
+  EXPECT_EQ(w.frames(), 2u);
+  ASSERT_TRUE(w.close());
+  const std::vector<uint8_t> d = file_bytes(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(d.size(), 24u + 16 + 60 + 16 + 100);
+  EXPECT_EQ(u32_at(d, 0), 0xa1b2c3d4u);
+  uint16_t major = 0, minor = 0;
+  std::memcpy(&major, &d[4], 2);
+  std::memcpy(&minor, &d[6], 2);
+  EXPECT_EQ(major, 2);
+  EXPECT_EQ(minor, 4);
+  EXPECT_EQ(u32_at(d, 8), 0u);     // GMT offset
+  EXPECT_EQ(u32_at(d, 12), 0u);    // timestamp accuracy
+  EXPECT_EQ(u32_at(d, 16), 100u);  // snap length
+  EXPECT_EQ(u32_at(d, 20), 1u);    // LINKTYPE_ETHERNET
+  EXPECT_EQ(u32_at(d, 24), 1'234'567'890u);
+  EXPECT_EQ(u32_at(d, 28), 123'456u);
+  EXPECT_EQ(u32_at(d, 32), 60u);
+  EXPECT_EQ(u32_at(d, 36), 60u);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), d.begin() + 40));
+  EXPECT_EQ(u32_at(d, 100), 5u);
+  EXPECT_EQ(u32_at(d, 104), 999'999u);
+  EXPECT_EQ(u32_at(d, 108), 100u);  // kept
+  EXPECT_EQ(u32_at(d, 112), 150u);  // on the wire
+  EXPECT_TRUE(std::equal(big.begin(), big.begin() + 100, d.begin() + 116));
+}
+
+// Writes 1000-byte frames, `before` of them flushed first, then 3000 more, to a file that may grow
+// to `limit` bytes; the file must end up holding `kept` whole records, as frames() and error() say.
+void expect_full_disk_keeps(rlim_t limit, int before, uint64_t kept, const char* name) {
+  PcapWriter w;
+  const std::string path = open_temp_capture(w, name);
+  std::vector<uint8_t> frame(1000, 0x22);
+  bool closed = true;
+  with_file_size_limit(limit, [&] {
+    for (int i = 0; i < before; ++i) w.write(frame.data(), 1000, 0);
+    w.flush();
+    for (int i = 0; i < 3000; ++i) w.write(frame.data(), 1000, 0);
+    closed = w.close();
+  });
+  EXPECT_FALSE(closed);
+  bool whole = false;
+  EXPECT_EQ(pcap_record_lengths(path, &whole).size(), kept);
+  EXPECT_TRUE(whole);
+  EXPECT_EQ(w.frames(), kept);
+  EXPECT_NE(w.error().find("after " + std::to_string(kept) + " frames"), std::string::npos)
+      << w.error();
+  std::remove(path.c_str());
+}
+
+// A disk that fills exactly where a record ends keeps that record.
+TEST(PcapWriter, AFullDiskAtARecordsEndKeepsThatRecord) {
+  expect_full_disk_keeps(24 + 100 * 1016, 0, 100, "full-at-end");
+}
+
+// A disk that fills after earlier writes went out keeps those too: the file is cut back to the
+// last whole record of all, and frames() counts what it holds.
+TEST(PcapWriter, AFullDiskAfterAFlushKeepsWhatWasWrittenBefore) {
+  expect_full_disk_keeps(24 + 150 * 1016 + 500, 100, 150, "full-later");
+}
+
+// A disk that fills inside the 24-byte file header leaves an empty file, not a header padded
+// with zeros.
+TEST(PcapWriter, AFullDiskInsideTheFileHeaderLeavesAnEmptyFile) {
+  PcapWriter w;
+  const std::string path = open_temp_capture(w, "full-header");
+  std::vector<uint8_t> frame(60, 0x33);
+  bool closed = true;
+  with_file_size_limit(10, [&] {
+    w.write(frame.data(), 60, 0);
+    closed = w.close();
+  });
+  EXPECT_FALSE(closed);
+  EXPECT_EQ(file_bytes(path).size(), 0u);
+  EXPECT_EQ(w.frames(), 0u);
+  std::remove(path.c_str());
+}
+
+// A writer opened again starts a new capture: its count and its error are those of the new
+// file, and the file loses what it held before (here a longer capture of something else).
+TEST(PcapWriter, OpeningAgainStartsAFreshCapture) {
+  PcapWriter w;
+  std::vector<uint8_t> frame(60, 0x44);
+  const std::string first = open_temp_capture(w, "first");
+  bool closed = true;
+  with_file_size_limit(24 + 2 * 76 + 10, [&] {  // the first capture fails after two frames
+    for (int i = 0; i < 5; ++i) w.write(frame.data(), 60, 0);
+    closed = w.close();
+  });
+  EXPECT_FALSE(closed);
+  EXPECT_EQ(w.frames(), 2u);
+  const std::string path = "/tmp/roce-core-unit-" + std::to_string(getpid()) + "-again.pcap";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    const std::vector<uint8_t> junk(10000, 0xff);
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  std::string err;
+  ASSERT_TRUE(w.open(path, &err)) << err;
+  w.write(frame.data(), 60, 0);
+  EXPECT_TRUE(w.close()) << w.error();
+  EXPECT_FALSE(w.is_open());
+  EXPECT_TRUE(w.error().empty());
+  EXPECT_EQ(w.frames(), 1u);
+  EXPECT_EQ(file_bytes(path).size(), 24u + 16 + 60);
+  std::remove(first.c_str());
+  std::remove(path.c_str());
+}
+
 }  // namespace

@@ -252,6 +252,18 @@ class NeighborAgentTest : public ::testing::Test {
            c.echo6_requests_rx + c.ignored + c.malformed;
   }
   NeighborTable::Entry* entry(const Gid& ip) { return table_->find(ip); }
+  // The source address of the one NS a tick sends to resolve `target` (zeros if none is sent).
+  Gid ns_source_for(const Gid& target) {
+    table_->want(target);
+    sink_.sent.clear();
+    agent_->tick(0);
+    Gid src{};
+    EXPECT_EQ(sink_.sent.size(), 1u);
+    if (sink_.sent.size() == 1 && sink_.sent[0].size() >= 14 + 24) {
+      std::copy_n(sink_.sent[0].begin() + 14 + 8, 16, src.begin());
+    }
+    return src;
+  }
 
   Sink sink_;
   std::unique_ptr<NeighborTable> table_;
@@ -323,6 +335,17 @@ TEST(NeighborTable, IndexAgreesWithAScanOfTheEntries) {
       EXPECT_EQ(t.find(v6(0xfd09, static_cast<uint16_t>(i))), nullptr);
     }
   }
+}
+
+// What the wire teaches never replaces a configured entry.
+TEST(NeighborTable, LearningNeverOverridesAStaticEntry) {
+  NeighborTable t;
+  const Gid ip = v4(10, 0, 0, 2);
+  t.add_static(ip, kOther);
+  EXPECT_FALSE(t.learn(ip, kPeer));
+  ASSERT_TRUE(t.lookup(ip));
+  EXPECT_EQ(*t.lookup(ip), kOther);
+  EXPECT_EQ(t.find(ip)->state, NeighborTable::State::kStatic);
 }
 
 TEST_F(NeighborAgentTest, BuildersMatchScapy) {
@@ -399,6 +422,53 @@ TEST_F(NeighborAgentTest, LargeEcho) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), r.begin() + 42));
 }
 
+// An echo whose reply words sum to 0x1ffff: the end-around carry of RFC 1071 must be folded
+// twice (0x1ffff -> 0x10000 -> 0x0001), or the reply carries checksum 0xffff instead of 0xfffe.
+TEST_F(NeighborAgentTest, EchoWhoseChecksumFoldsTwiceIsAnsweredRight) {
+  // Identifier 0x4242 and sequence 9 (echo4) plus 0xffff and 0xbdb5: 0x1ffff.
+  const Bytes r = answer(echo4(kUs, kPeerV4, kOurV4, {0xff, 0xff, 0xbd, 0xb5}));
+  ASSERT_EQ(r.size(), 60u);
+  EXPECT_TRUE(icmp4_ok(r, 14));
+  EXPECT_EQ(r[36] << 8 | r[37], 0xfffe);
+}
+
+// A frame may carry bytes behind its IP packet (Ethernet padding, a trailer added on the way):
+// an odd-length ICMP message's checksum stops at its last byte, whatever follows.
+TEST_F(NeighborAgentTest, OddLengthEchoWithATrailerIsAnswered) {
+  Bytes f = hex(kScapyEchoOdd);
+  f.insert(f.end(), {0xaa, 0xbb, 0xcc, 0xdd});
+  const Bytes r = answer(f);
+  ASSERT_EQ(r.size(), hex(kScapyEchoOddReplyId0).size());
+  EXPECT_TRUE(icmp4_ok(r, 14));
+}
+
+// RFC 792: an echo reply has code 0, whatever code the request carried (Linux copies it).
+TEST_F(NeighborAgentTest, EchoReplyCodeIsZero) {
+  Bytes f = echo4(kUs, kPeerV4, kOurV4, Bytes(8, 1));
+  f[35] = 5;
+  fix_ipv4(f, 14);
+  const Bytes r = answer(f);
+  ASSERT_EQ(r.size(), 60u);
+  EXPECT_EQ(r[34], 0);
+  EXPECT_EQ(r[35], 0);
+  EXPECT_TRUE(icmp4_ok(r, 14));
+}
+
+// Two stations' agents do not number their IPv4 replies alike: the first IP ID comes from the
+// MAC, so that stacks started together on one segment do not all begin at 0.
+TEST_F(NeighborAgentTest, StationsStartTheirIpIdsApart) {
+  const Mac other_us{0x02, 0, 0, 0, 0x12, 0x34};
+  NeighborTable table;
+  Sink sink;
+  NeighborAgent other(table, other_us, {kOurV4}, false, 0, {}, &Sink::send, nullptr, &sink);
+  Bytes f = echo4(other_us, kPeerV4, kOurV4, Bytes(8));
+  other.on_frame(f.data(), static_cast<uint32_t>(f.size()), 0);
+  const Bytes ours = answer(echo4(kUs, kPeerV4, kOurV4, Bytes(8)));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  ASSERT_EQ(ours.size(), 60u);
+  EXPECT_NE(sink.sent[0][18] << 8 | sink.sent[0][19], ours[18] << 8 | ours[19]);
+}
+
 TEST_F(NeighborAgentTest, NsGetsLinuxNaAndLearnsSource) {
   EXPECT_EQ(to_hex(answer(hex(kNs))), kNsReply);
   EXPECT_EQ(ctr().ns_rx, 1u);
@@ -449,6 +519,33 @@ TEST_F(NeighborAgentTest, NeighbourMessagesNamingOurOwnMacAreNeverLearned) {
   EXPECT_TRUE(sink_.resolved.empty());
 }
 
+// An NS from fd00::2 for our fd00::1, in a frame from `src_mac`, with `options` as its options.
+Bytes ns_with_options(const Mac& src_mac, const Bytes& options) {
+  Bytes body = nd_body(135, 0, kOurV6, 0, kPeer);
+  body.insert(body.end(), options.begin(), options.end());
+  const Gid group = solicited(kOurV6);
+  return icmp6(mcast_mac(group), src_mac, kPeerV6, group, 255, body);
+}
+
+// Of two source link-layer address options, the first counts (Linux ignores later duplicates).
+// Other options (a nonce, RFC 7527 / 3971 type 14) are skipped. A known neighbour whose NS names
+// a new MAC has moved (RFC 4861 7.2.3: the cached address is replaced).
+TEST_F(NeighborAgentTest, NsSourceAddressOptionIsTheFirstOfItsTypeAndUpdatesTheEntry) {
+  const Bytes two = {1, 1, 2, 0, 0, 0, 0, 2, 1, 1, 2, 0, 0, 0, 0, 3};  // kPeer, then kOther
+  const Bytes nonce_then_other = {14, 1, 1, 2, 3, 4, 5, 6, 1, 1, 2, 0, 0, 0, 0, 3};
+  const struct {
+    Bytes options;
+    Mac want;
+  } cases[] = {{two, kPeer}, {nonce_then_other, kOther}};
+  for (const auto& c : cases) {
+    const Bytes r = answer(ns_with_options(c.want, c.options));
+    ASSERT_GE(r.size(), 6u);
+    EXPECT_TRUE(std::equal(c.want.begin(), c.want.end(), r.begin())) << to_hex(c.options);
+    ASSERT_TRUE(table_->lookup(kPeerV6));
+    EXPECT_EQ(*table_->lookup(kPeerV6), c.want) << to_hex(c.options);
+  }
+}
+
 TEST_F(NeighborAgentTest, Echo6ReplyMatchesLinuxButForFlowLabel) {
   const Bytes r = answer(hex(kEcho6Req));
   Bytes want = hex(kEcho6Reply);
@@ -481,7 +578,12 @@ TEST_F(NeighborAgentTest, EchoWithIpOptions) {
   EXPECT_TRUE(ipv4_header_ok(r, 14));
   const uint64_t ignored = ctr().ignored, malformed = ctr().malformed;
   expect_silent(with_options({131, 7, 4, 10, 0, 0, 3, 0}));  // loose source route
-  EXPECT_EQ(ctr().ignored, ignored + 1);
+  expect_silent(with_options({137, 7, 4, 10, 0, 0, 3, 0}));  // strict source route
+  EXPECT_EQ(ctr().ignored, ignored + 2);
+  // A NOP, then a record-route option (one slot) that ends exactly where the header does.
+  const Bytes rr = answer(with_options({1, 7, 7, 4, 0, 0, 0, 0}));
+  ASSERT_EQ(rr.size(), want.size());
+  EXPECT_TRUE(ipv4_header_ok(rr, 14));
   expect_silent(with_options({1, 68, 12, 0}));  // a timestamp option longer than the header
   EXPECT_EQ(ctr().malformed, malformed + 1);
 }
@@ -511,13 +613,19 @@ TEST_F(NeighborAgentTest, ArpOfOtherMediaOrProtocolsIsNotOurs) {
   other_hw[15] = 6;  // IEEE 802 hardware type
   Bytes rarp = hex(kArpReq);
   rarp[21] = 3;  // RARP request opcode
+  Bytes op0 = hex(kArpReq);
+  op0[21] = 0;  // reserved opcode
   Bytes long_hw = hex(kArpReq);
   long_hw[18] = 8;  // Ethernet with 8-byte hardware addresses
+  Bytes long_proto = hex(kArpReq);
+  long_proto[19] = 16;  // IPv4 with 16-byte protocol addresses
   expect_silent(other_hw);
   expect_silent(rarp);
-  EXPECT_EQ(ctr().ignored, 2u);
+  expect_silent(op0);
+  EXPECT_EQ(ctr().ignored, 3u);
   expect_silent(long_hw);
-  EXPECT_EQ(ctr().malformed, 1u);
+  expect_silent(long_proto);
+  EXPECT_EQ(ctr().malformed, 2u);
 }
 
 // --- VLAN ----------------------------------------------------------------------------------------
@@ -547,6 +655,8 @@ TEST_F(NeighborAgentTest, VlanRepliesAreTaggedWhateverTheRequest) {
 
 TEST_F(NeighborAgentTest, UntaggedAgentAcceptsPriorityTagsOnly) {
   EXPECT_EQ(to_hex(answer(vlan_tagged(hex(kArpReq), 0))), to_hex(padded(hex(kArpReqReply))));
+  expect_silent(vlan_tagged(hex(kArpReq), 100));
+  make(false, 100);  // a TCI without the VLAN on: frames of VLAN 100 are still another network's
   expect_silent(vlan_tagged(hex(kArpReq), 100));
 }
 
@@ -617,11 +727,24 @@ TEST_F(NeighborAgentTest, AFailedAddressWantedAgainIsProbedAfresh) {
 // the link-local address comes first and neither shares a prefix with the target.
 TEST_F(NeighborAgentTest, NsForAGlobalTargetNeverUsesALinkLocalSource) {
   make(false, 0, {}, {kOurLl, kOurV6});
-  table_->want(v6(0x2001, 9));
+  EXPECT_EQ(ns_source_for(v6(0x2001, 9)), kOurV6);
+}
+
+// Link-local is fe80::/10 (RFC 4291 2.5.6), not just fe80::/16: a target in febf:: is asked from
+// the link-local address too.
+TEST_F(NeighborAgentTest, NsForATargetAnywhereInFe80Slash10UsesTheLinkLocalSource) {
+  EXPECT_EQ(ns_source_for(v6(0xfebf, 9)), kOurLl);
+}
+
+// The ARP request asks from the address sharing the most leading bits with the target (the
+// stand-in for "on its subnet"): 10.0.0.130 for 10.0.0.129, not the first address 10.0.0.1.
+TEST_F(NeighborAgentTest, ArpRequestAsksFromTheAddressSharingTheLongestPrefix) {
+  make(false, 0, {}, {v4(10, 0, 0, 1), v4(10, 0, 0, 130)});
+  table_->want(v4(10, 0, 0, 129));
   agent_->tick(0);
   ASSERT_EQ(sink_.sent.size(), 1u);
-  ASSERT_GE(sink_.sent[0].size(), 14u + 24u);
-  EXPECT_TRUE(std::equal(kOurV6.begin(), kOurV6.end(), sink_.sent[0].begin() + 14 + 8));
+  EXPECT_EQ(to_hex(sink_.sent[0]),
+            to_hex(padded(arp(1, kBroadcast, kUs, v4(10, 0, 0, 130), Mac{}, v4(10, 0, 0, 129)))));
 }
 
 // A neighbour that says again what the table holds (a periodic ARP request, say) is no new
@@ -705,6 +828,17 @@ TEST_F(NeighborAgentTest, NaOverrideRules) {
   EXPECT_EQ(entry(v6(0xfd00, 7)), nullptr);
 }
 
+// RFC 4861 7.2.5: an advertisement for an INCOMPLETE entry records its link-layer address
+// whatever its Override flag (the flag only guards an address already known).
+TEST_F(NeighborAgentTest, AnAdvertisementWithoutOverrideCompletesAnIncompleteEntry) {
+  table_->want(kPeerV6);
+  agent_->tick(0);
+  feed(na(kPeer, kPeerV6, kS), 1000);
+  ASSERT_TRUE(table_->lookup(kPeerV6));
+  EXPECT_EQ(*table_->lookup(kPeerV6), kPeer);
+  EXPECT_EQ(sink_.resolved, std::vector<Gid>{kPeerV6});
+}
+
 TEST_F(NeighborAgentTest, NoAddressOfTheFamilyFailsAtOnce) {
   make(false, 0, {}, {kOurV4});
   table_->want(kPeerV6);
@@ -735,6 +869,34 @@ TEST_F(NeighborAgentTest, ReachableEntryIsReprobedByUnicastThenFails) {
   EXPECT_EQ(sink_.sent.size(), 4u);  // the first pair plus two more NS probes
 }
 
+// A neighbour that failed its reprobes keeps its old MAC in the table; wanted again and answering
+// from that same MAC, it is a new resolution: whoever waits for it is told.
+TEST_F(NeighborAgentTest, AFailedNeighbourAnsweringFromItsOldMacIsResolvedAgain) {
+  feed(hex(kArpReq), 0);  // learns 10.0.0.2 -> kPeer
+  for (uint64_t s = 30; s <= 33; ++s) agent_->tick(s * kSec);
+  ASSERT_EQ(entry(kPeerV4)->state, NeighborTable::State::kFailed);
+  table_->want(kPeerV4);
+  agent_->tick(40 * kSec);
+  feed(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4), 40 * kSec + 1);
+  EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kReachable);
+  EXPECT_EQ(sink_.resolved, (std::vector<Gid>{kPeerV4, kPeerV4}));
+  EXPECT_EQ(ctr().resolved, 2u);
+}
+
+// An answered reprobe restores the full count: the next time the entry runs out, it gets
+// max_probes unicast probes again before it fails.
+TEST_F(NeighborAgentTest, AnAnsweredReprobeRestoresTheFullNumberOfProbes) {
+  feed(hex(kArpReq), 0);
+  agent_->tick(30 * kSec);  // the first probe
+  feed(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4), 30 * kSec + kSec / 2);
+  for (uint64_t t = 60 * kSec + kSec / 2; t <= 62 * kSec + kSec / 2; t += kSec) agent_->tick(t);
+  EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kReachable);
+  EXPECT_EQ(ctr().arp_requests_tx, 4u);
+  EXPECT_TRUE(sink_.failed.empty());
+  agent_->tick(63 * kSec + kSec / 2);
+  EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kFailed);
+}
+
 TEST_F(NeighborAgentTest, ZeroReachableTimeNeverReprobes) {
   NeighborConfig cfg;
   cfg.reachable_ns = 0;
@@ -754,6 +916,19 @@ TEST_F(NeighborAgentTest, RefusedSendIsRetriedLikeALostFrame) {
   sink_.refuse = false;
   agent_->tick(kSec);
   EXPECT_EQ(sink_.sent.size(), 1u);
+}
+
+// An answer the port refuses is counted as dropped, not as sent.
+TEST_F(NeighborAgentTest, RefusedAnswersAreCountedAsDroppedNotSent) {
+  sink_.refuse = true;
+  for (const char* f : {kArpReq, kNs, kEchoReq, kEcho6Req}) feed(hex(f));
+  EXPECT_EQ(ctr().arp_requests_rx + ctr().ns_rx + ctr().echo_requests_rx + ctr().echo6_requests_rx,
+            4u);
+  EXPECT_EQ(ctr().tx_dropped, 4u);
+  EXPECT_EQ(ctr().arp_replies_tx, 0u);
+  EXPECT_EQ(ctr().na_tx, 0u);
+  EXPECT_EQ(ctr().echo_replies_tx, 0u);
+  EXPECT_EQ(ctr().echo6_replies_tx, 0u);
 }
 
 // --- table rules ---------------------------------------------------------------------------------
@@ -808,7 +983,8 @@ TEST_F(NeighborAgentTest, ArpNotForUsMergesButNeverCreates) {
 TEST_F(NeighborAgentTest, SomeoneElseClaimingOurAddressIsNotLearned) {
   expect_silent(arp(1, kBroadcast, kPeer, kOurV4, Mac{}, kOurV4));
   expect_silent(na(kPeer, kOurV6, kO, v6(0xff02, 1)));
-  EXPECT_EQ(ctr().conflicts, 2u);
+  expect_silent(ns(kOurV6, kOurLl));  // a solicitation from our address
+  EXPECT_EQ(ctr().conflicts, 3u);
   EXPECT_TRUE(table_->entries().empty());
 }
 
@@ -870,6 +1046,19 @@ TEST_F(NeighborAgentTest, FramesNotForUsAreIgnoredAndCounted) {
   fix_ipv4(udp, 14);
   Bytes lldp = eth(Mac{0x01, 0x80, 0xc2, 0, 0, 0x0e}, kPeer, 0x88cc);
   lldp.resize(60);
+  Bytes looped = hex(kEchoReq);  // our own frame (source MAC ours) come back
+  std::copy(kUs.begin(), kUs.end(), looped.begin() + 6);
+  Bytes last_fragment = hex(kEchoReq);  // offset 8, MF clear
+  last_fragment[14 + 6] = 0;
+  last_fragment[14 + 7] = 1;
+  fix_ipv4(last_fragment, 14);
+  Bytes timestamp = echo4(kUs, kPeerV4, kOurV4, Bytes(12));  // ICMP timestamp request
+  timestamp[34] = 13;
+  fix_ipv4(timestamp, 14);
+  Bytes udp6 = icmp6(kUs, kPeer, kPeerV6, kOurV6, 64, {128, 0, 0, 0, 0, 1, 0, 1});
+  udp6[14 + 6] = 17;              // next header UDP: not ICMPv6, whatever follows
+  Gid group = solicited(kOurV6);  // ff02::1:ff77:1, not the group of our fd00::1
+  group[13] = 0x77;
   const std::vector<Bytes> cases = {
       arp(1, kBroadcast, kPeer, kPeerV4, Mac{}, v4(10, 0, 0, 77)),  // ARP for another address
       echo4(kUs, kPeerV4, v4(10, 0, 0, 77), Bytes(8)),              // echo to another address
@@ -886,6 +1075,15 @@ TEST_F(NeighborAgentTest, FramesNotForUsAreIgnoredAndCounted) {
       other_station,
       udp,
       lldp,
+      arp(2, kUs, kPeer, Gid{}, kUs, kOurV4),  // an ARP reply from 0.0.0.0: no probe
+      looped,
+      last_fragment,
+      timestamp,
+      udp6,
+      // Echo6 to all-nodes under our own MAC: a group address is never an echo reply's source.
+      icmp6(kUs, kPeer, kPeerV6, v6(0xff02, 1), 64, {128, 0, 0, 0, 0, 1, 0, 1}),
+      // An NS for our address sent to a solicited-node group we have not joined.
+      icmp6(mcast_mac(group), kPeer, kPeerV6, group, 255, nd_body(135, 0, kOurV6, 1, kPeer)),
   };
   for (const Bytes& f : cases) {
     const uint64_t ignored = ctr().ignored, malformed = ctr().malformed;
@@ -984,6 +1182,41 @@ TEST_F(NeighborAgentTest, MalformedFramesAreCountedAndDropped) {
   cases.push_back(echo4(kUs, v4(255, 255, 255, 255), kOurV4, Bytes(8)));
   // Echo6 from a multicast source.
   cases.push_back(icmp6(kUs, kPeer, v6(0xff02, 1), kOurV6, 64, {128, 0, 0, 0, 0, 1, 0, 1}));
+  {
+    Bytes f = hex(kEchoReq);  // IP version 5 behind the IPv4 ethertype
+    f[14] = 0x55;
+    fix_ipv4(f, 14);
+    cases.push_back(f);
+    Bytes g = hex(kEcho6Req);  // IP version 4 behind the IPv6 ethertype
+    g[14] = static_cast<uint8_t>(0x40 | (g[14] & 0x0f));
+    cases.push_back(g);
+  }
+  // From 0/8 (but 0.0.0.0, an ARP probe's sender): an ARP request and an echo request.
+  cases.push_back(arp(1, kBroadcast, kPeer, v4(0, 1, 2, 3), Mac{}, kOurV4));
+  cases.push_back(echo4(kUs, v4(0, 0, 0, 5), kOurV4, Bytes(8)));
+  {
+    Bytes f = echo4(kUs, kPeerV4, kOurV4, {});  // a 4-byte ICMP echo: no identifier, no sequence
+    f.resize(14 + 24);
+    f[14 + 3] = 24;
+    fix_ipv4(f, 14);
+    cases.push_back(f);
+  }
+  // Echo6: from the loopback or the unspecified address; 4 bytes long.
+  cases.push_back(icmp6(kUs, kPeer, v6(0, 1), kOurV6, 64, {128, 0, 0, 0, 0, 1, 0, 1}));
+  cases.push_back(icmp6(kUs, kPeer, Gid{}, kOurV6, 64, {128, 0, 0, 0, 0, 1, 0, 1}));
+  cases.push_back(icmp6(kUs, kPeer, kPeerV6, kOurV6, 64, {128, 0, 0, 0}));
+  // NS whose source link-layer address option is 16 bytes.
+  cases.push_back(ns_with_options(kPeer, {1, 2, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // NA (RFC 4861 7.1.2): hop limit not 255, code 1, multicast target, a group MAC as the target's.
+  cases.push_back(icmp6(kUs, kPeer, kPeerV6, kOurV6, 64, nd_body(136, kS | kO, kPeerV6, 2, kPeer)));
+  {
+    Bytes body = nd_body(136, kS | kO, kPeerV6, 2, kPeer);
+    body[1] = 1;
+    cases.push_back(icmp6(kUs, kPeer, kPeerV6, kOurV6, 255, body));
+  }
+  cases.push_back(
+      icmp6(kUs, kPeer, kPeerV6, kOurV6, 255, nd_body(136, kS | kO, v6(0xff02, 1), 2, kPeer)));
+  cases.push_back(na(Mac{0x01, 0, 0x5e, 0, 0, 1}, kPeerV6, kS | kO));
   for (const Bytes& f : cases) {
     const uint64_t malformed = ctr().malformed;
     expect_silent(f);

@@ -267,4 +267,40 @@ TEST(GoldenCaptures, CoverFamiliesAndOpcodes) {
   }
 }
 
+// A capture cut by its snap length: PcapReader gives the bytes the file kept and, apart, the
+// frame's length on the wire (what roce-pcap reports as cut). The file is written here, by hand.
+TEST(PcapReader, ACutFrameGivesTheBytesKeptAndTheLengthOnTheWire) {
+  const std::string path = ::testing::TempDir() + "pcap_reader_cut.pcap";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_TRUE(f);
+    const uint32_t hdr[6] = {0xa1b2c3d4u, 0x00040002u, 0, 0, 64, 1};
+    const uint32_t rec1[4] = {1, 2, 64, 1000};  // 64 of 1000 bytes kept
+    const uint32_t rec2[4] = {1, 3, 60, 60};
+    const std::vector<uint8_t> data(64, 0x5a);
+    std::fwrite(hdr, sizeof hdr, 1, f);
+    std::fwrite(rec1, sizeof rec1, 1, f);
+    std::fwrite(data.data(), 1, 64, f);
+    std::fwrite(rec2, sizeof rec2, 1, f);
+    std::fwrite(data.data(), 1, 60, f);
+    std::fclose(f);
+  }
+  std::string err;
+  auto r = roce::apps::PcapReader::open(path, &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_TRUE(r->is_ethernet());
+  roce::apps::CapturedFrame fr;
+  ASSERT_TRUE(r->next(fr));
+  EXPECT_EQ(fr.index, 1u);
+  EXPECT_EQ(fr.bytes.size(), 64u);
+  EXPECT_EQ(fr.orig_len, 1000u);
+  ASSERT_TRUE(r->next(fr));
+  EXPECT_EQ(fr.index, 2u);
+  EXPECT_EQ(fr.bytes.size(), 60u);
+  EXPECT_EQ(fr.orig_len, 60u);
+  EXPECT_FALSE(r->next(fr));
+  EXPECT_TRUE(r->error().empty()) << r->error();
+  std::remove(path.c_str());
+}
+
 }  // namespace
