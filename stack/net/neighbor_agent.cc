@@ -393,8 +393,9 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   }
   // The reply goes back where the request came from: the sender's MAC, which is the peer on the
   // segment or the router it came through (the agent has no routing table). Like Linux: TOS
-  // reflected, DF clear (its ICMP socket uses IP_PMTUDISC_DONT), TTL 64, our IP options none
-  // (RFC 1122 3.2.2.6 lets us drop record-route / timestamp).
+  // reflected, DF clear (its ICMP socket uses IP_PMTUDISC_DONT), TTL 64, no IP options. RFC 1122
+  // 3.2.2.6 says record-route and timestamp options SHOULD be updated and echoed (Linux does);
+  // the agent drops them, a SHOULD it does not implement.
   Mac peer;
   std::memcpy(peer.data(), frame + 6, 6);
   const uint32_t l3o = write_eth(peer, wire::kEtherTypeIpv4);
@@ -479,6 +480,7 @@ void NeighborAgent::on_echo6(const uint8_t* frame, uint32_t off, uint32_t icmp_l
     return;
   }
   // Only unicast echo to one of our addresses: never to all-nodes or a solicited-node group.
+  // (RFC 4443 4.2 says an echo to a multicast address SHOULD be answered; the agent does not.)
   if (!l2_unicast || find_v6(ip.dst.data()) < 0) {
     ++ctr_.ignored;
     return;
@@ -627,6 +629,9 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
   }
   ++ctr_.na_rx;
   // 7.2.5: no entry, no update; without the option the message carries no address to record.
+  // An advertisement without the Solicited flag makes an incomplete entry REACHABLE here, where
+  // 7.2.5 says STALE: the table has no STALE state (a reachable entry is probed again once its
+  // reachable time, where one is configured, runs out).
   if (tlla == nullptr) return;
   learn(na.target, m, /*create=*/false, (na.flags & kNaFlagOverride) != 0, now_ns);
 }
