@@ -730,8 +730,8 @@ TEST(Report, LatencyMedianAndStdevOfAnEvenCountArePerftests) {
   testing::internal::CaptureStdout();
   print_lat_report(o, 8, posted, 13, scratch);
   char expect[256];
-  std::snprintf(expect, sizeof expect, kReportFmtLat, 8ul, 13ul, 1.0, 11.0, 5.5, 5.5, 2.449489742783178,
-                11.0, 11.0);
+  std::snprintf(expect, sizeof expect, kReportFmtLat, 8ul, 13ul, 1.0, 11.0, 5.5, 5.5,
+                2.449489742783178, 11.0, 11.0);
   EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
 }
 
@@ -749,9 +749,9 @@ TEST(Report, ReadAndAtomicLatencyIsTheWholeRoundTrip) {
     const std::string line = testing::internal::GetCapturedStdout();
     double t_min = 0, t_max = 0, t_typical = 0;
     unsigned long size = 0, iters = 0;
-    EXPECT_EQ(std::sscanf(line.c_str(), "%lu %lu %lf %lf %lf", &size, &iters, &t_min, &t_max,
-                          &t_typical),
-              5)
+    EXPECT_EQ(
+        std::sscanf(line.c_str(), "%lu %lu %lf %lf %lf", &size, &iters, &t_min, &t_max, &t_typical),
+        5)
         << line;
     return t_typical;
   };
@@ -784,7 +784,7 @@ TEST(Report, DurationLatencyLineIsPerftests) {
 TEST(Report, BwPeakWindowsEndAtModeratedCompletionsAndAtTheLast) {
   PerfOptions o;
   const uint64_t posted[5] = {1000, 1000, 1000, 1000, 1000};
-  const auto peak_ns = [&](const uint64_t (&completed)[5]) {
+  const auto peak_ns = [&](const uint64_t(&completed)[5]) {
     // 1 MiB messages in MB/s: 10^9 / (ns per message).
     const BwReport r = compute_bw_report(o, 1 << 20, BwSamples{posted, completed, 5, false, 2, 1});
     return 1e9 / r.bw_peak;
