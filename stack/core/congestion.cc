@@ -91,8 +91,8 @@ void Engine::send_cnp(Qp& qp) {
   bth.psn = 0;
   wire::ExtHeaders ext;  // CnpPayload zeroed
   qp.path_.traffic_class = qp.ctrl_tclass_;
-  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(wire::op::kCnp).transport_hdr_len();
-  finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
+  const uint32_t hdr = qp.l2l4_.len + wire::opcode_info(wire::op::kCnp).transport_hdr_len();
+  finish_frame(b, qp, begin_frame(b, hdr), 0, bth, ext);
   ++qp.counters_.cnps_sent;
   ++ctr_.cnps_sent;
 }

@@ -385,6 +385,14 @@ uint8_t* Engine::begin_frame(PktBuf* b, uint32_t hdr_len, uint32_t payload_len) 
   return payload;
 }
 
+void Engine::finish_frame(PktBuf* b, Qp& qp, uint8_t* payload, uint32_t len,
+                          const wire::BthFields& bth, const wire::ExtHeaders& ext) {
+  uint32_t frame_len = 0;
+  uint8_t* frame = wire::build_around_payload(payload, len, qp.l2l4_, qp.path_.traffic_class,
+                                              ip_id_++, bth, ext, &frame_len);
+  queue_frame(b, qp, frame, frame_len);
+}
+
 void Engine::finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                           const wire::BthFields& bth, const wire::ExtHeaders& ext) {
   path.ipv4_id = ip_id_++;

@@ -213,6 +213,10 @@ class Engine {
   // Where a frame's payload goes in `b`, behind `hdr_len` bytes of headers: on a 32-byte
   // boundary when the payload is large enough for the one-pass copy and the buffer has room.
   uint8_t* begin_frame(PktBuf* b, uint32_t hdr_len, uint32_t payload_len = 0);
+  // A frame around `payload` on the QP's path (its header template), or on `path` (a UD
+  // datagram's address handle).
+  void finish_frame(PktBuf* b, Qp& qp, uint8_t* payload, uint32_t len, const wire::BthFields& bth,
+                    const wire::ExtHeaders& ext);
   void finish_frame(PktBuf* b, Qp& qp, wire::PathSpec& path, uint8_t* payload, uint32_t len,
                     const wire::BthFields& bth, const wire::ExtHeaders& ext);
   // A data frame of `len` payload bytes on the QP's path, which fill(dst, crc) puts at `payload`
@@ -226,12 +230,12 @@ class Engine {
                         const wire::BthFields& bth, const wire::ExtHeaders& ext, Fill&& fill) {
     if (len < kOnePassMin) {
       if (!fill(payload, nullptr)) return false;
-      finish_frame(b, qp, qp.path_, payload, len, bth, ext);
+      finish_frame(b, qp, payload, len, bth, ext);
       return true;
     }
-    qp.path_.ipv4_id = ip_id_++;
     uint32_t crc = 0;
-    uint8_t* frame = wire::build_headers(payload, len, qp.path_, bth, ext, &crc);
+    uint8_t* frame = wire::build_headers(payload, len, qp.l2l4_, qp.path_.traffic_class, ip_id_++,
+                                         bth, ext, &crc);
     if (!fill(payload, &crc)) return false;
     queue_frame(b, qp, frame, wire::finish_icrc(frame, payload, len, crc));
     return true;

@@ -223,7 +223,7 @@ void Engine::on_neighbor_resolved(const Gid& ip) {
   if (!mac) return;
   for (auto& q : qps_) {
     if (!q || q->path_.dst_gid != ip) continue;
-    q->path_.dst_mac = *mac;
+    q->set_dst_mac(*mac);
     if (!q->path_ready_) {
       q->path_ready_ = true;
       q->path_failed_ = false;
@@ -551,10 +551,9 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   if (mask & kQpQkey) s.qkey = a.qkey;
   if (mask & kQpAv) {
     s.ah_attr = a.ah_attr;
-    qp->path_ = new_path;
+    qp->set_path(new_path);
     qp->path_ready_ = path_ready;
     qp->path_failed_ = false;
-    qp->l2l4_len_ = wire::l2l4_header_len(new_path);
     // ECN bits are the stack's, not the application's: data packets ECT(0)/(1) when marking,
     // ACKs, NAKs and CNPs not ECN-capable (DCQCN marks data only).
     qp->ctrl_tclass_ = static_cast<uint8_t>(a.ah_attr.traffic_class & ~3u);

@@ -127,8 +127,18 @@ class Qp {
   QpAttr attr_{};
   QpCounters counters_{};
   uint32_t mtu_ = 1024;
+  // The path's headers and their template (made of path_ by set_path / set_dst_mac, the only
+  // writers of path_ but its per-frame traffic_class and ipv4_id, which frames take from path_).
   wire::PathSpec path_{};
-  uint32_t l2l4_len_ = 0;
+  wire::L2L4Template l2l4_{};
+  void set_path(const wire::PathSpec& p) {
+    path_ = p;
+    l2l4_ = wire::make_l2l4_template(p);
+  }
+  void set_dst_mac(const wire::MacAddr& mac) {
+    path_.dst_mac = mac;
+    l2l4_ = wire::make_l2l4_template(path_);
+  }
   bool path_ready_ = false;   // destination MAC resolved
   bool path_failed_ = false;  // ... and the neighbour agent gave up on it (on_neighbor_failed)
 

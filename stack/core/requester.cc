@@ -258,7 +258,7 @@ bool Engine::req_send_packet(Qp& qp, SendWqe& w, SendSlot& slot) {
   bth.solicited = solicited;
   if (bth.ack_req) s.noack_pkts = 0;
 
-  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
+  const uint32_t hdr = qp.l2l4_.len + wire::opcode_info(bth.opcode).transport_hdr_len();
   uint8_t* payload = begin_frame(b, hdr, pay);
   WcStatus err = WcStatus::kSuccess;
   qp.path_.traffic_class = qp.data_tclass_;
@@ -388,7 +388,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
       ext.reth.dma_length.set(w.length);
     }
     if (oi.has_ext(wire::Ext::kImmDt)) std::memcpy(ext.imm.data.data(), &w.imm_data, 4);
-    uint8_t* payload = begin_frame(b, qp.l2l4_len_ + oi.transport_hdr_len(), pay);
+    uint8_t* payload = begin_frame(b, qp.l2l4_.len + oi.transport_hdr_len(), pay);
     WcStatus err = WcStatus::kSuccess;
     if (!build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {
           return gather(qp, w, s.offset, dst, pay, &err, crc);

@@ -85,9 +85,9 @@ void Engine::send_ack_now(Qp& qp, uint8_t syndrome, uint32_t psn) {
   wire::ExtHeaders ext;
   ext.aeth.syndrome = syndrome;
   ext.aeth.msn.set(qp.rcv_.msn);
-  const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(op::kRcAck).transport_hdr_len();
+  const uint32_t hdr = qp.l2l4_.len + wire::opcode_info(op::kRcAck).transport_hdr_len();
   qp.path_.traffic_class = qp.ctrl_tclass_;
-  finish_frame(b, qp, qp.path_, begin_frame(b, hdr), 0, bth, ext);
+  finish_frame(b, qp, begin_frame(b, hdr), 0, bth, ext);
 }
 
 // A connected RC QP that has received requests is going away: acknowledge everything it
@@ -623,7 +623,7 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
         break;
       }
     }
-    const uint32_t hdr = qp.l2l4_len_ + wire::opcode_info(bth.opcode).transport_hdr_len();
+    const uint32_t hdr = qp.l2l4_.len + wire::opcode_info(bth.opcode).transport_hdr_len();
     uint8_t* payload = begin_frame(b, hdr, pay);
     qp.path_.traffic_class = e.kind == RespOut::kRead ? qp.data_tclass_ : qp.ctrl_tclass_;
     build_data_frame(b, qp, payload, pay, bth, ext, [&](uint8_t* dst, uint32_t* crc) {

@@ -75,6 +75,60 @@ uint8_t* write_l2l4(uint8_t* frame, const PathSpec& path, uint32_t udp_payload_l
   return p + sizeof(UdpHdr);
 }
 
+L2L4Template make_l2l4_template(const PathSpec& path) {
+  L2L4Template t;
+  t.len = static_cast<uint8_t>(l2l4_header_len(path));
+  t.l3_off = static_cast<uint8_t>(sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0));
+  t.ipv6 = path.family == IpFamily::kIpv6;
+  PathSpec fixed = path;
+  fixed.traffic_class = 0;
+  fixed.ipv4_id = 0;
+  write_l2l4(t.bytes.data(), fixed, 0);
+  if (!t.ipv6) {
+    // Total length and checksum are patched per frame; TOS and ID are zero here.
+    uint8_t* ip = t.bytes.data() + t.l3_off;
+    std::memset(ip + 2, 0, 2);
+    std::memset(ip + 10, 0, 2);
+    for (uint32_t i = 0; i < sizeof(Ipv4Hdr); i += 2)
+      t.ipv4_sum += uint32_t{ip[i]} << 8 | ip[i + 1];
+  }
+  return t;
+}
+
+uint8_t* write_l2l4(uint8_t* frame, const L2L4Template& t, uint8_t traffic_class, uint16_t ipv4_id,
+                    uint32_t udp_payload_len) {
+  // Two or three fixed-size copies cover the t.len bytes (42 to 66) without going past them.
+  const uint8_t* src = t.bytes.data();
+  std::memcpy(frame, src, 32);
+  if (t.len > 64) std::memcpy(frame + 32, src + 32, 32);
+  std::memcpy(frame + t.len - 32, src + t.len - 32, 32);
+  uint8_t* ip = frame + t.l3_off;
+  const uint32_t udp_len = sizeof(UdpHdr) + udp_payload_len;
+  const auto put16 = [](uint8_t* p, uint32_t v) {
+    const uint16_t be = __builtin_bswap16(static_cast<uint16_t>(v));
+    std::memcpy(p, &be, 2);
+  };
+  uint8_t* udp;
+  if (t.ipv6) {
+    ip[0] = static_cast<uint8_t>(0x60 | traffic_class >> 4);
+    ip[1] = static_cast<uint8_t>(traffic_class << 4 | (t.bytes[t.l3_off + 1u] & 0x0F));
+    put16(ip + 4, udp_len);
+    udp = ip + sizeof(Ipv6Hdr);
+  } else {
+    const uint32_t total = sizeof(Ipv4Hdr) + udp_len;
+    ip[1] = traffic_class;
+    put16(ip + 2, total);
+    put16(ip + 4, ipv4_id);
+    uint32_t sum = t.ipv4_sum + traffic_class + total + ipv4_id;
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    put16(ip + 10, ~sum & 0xFFFF);
+    udp = ip + sizeof(Ipv4Hdr);
+  }
+  put16(udp + 4, udp_len);
+  return udp + sizeof(UdpHdr);
+}
+
 namespace {
 void write_bth(uint8_t* p, const BthFields& f, uint8_t pad) {
   auto* bth = reinterpret_cast<Bth*>(p);
@@ -107,13 +161,39 @@ void write_ext(uint8_t* p, const OpcodeInfo& op, const ExtHeaders& ext) {
 }  // namespace
 
 namespace {
+// The L2-L4 headers from a PathSpec, field by field, or from a template: what the builders
+// below need of either.
+struct SpecL2L4 {
+  const PathSpec& path;
+  uint32_t len() const { return l2l4_header_len(path); }
+  uint32_t l3_off() const {
+    return static_cast<uint32_t>(sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0));
+  }
+  bool ipv6() const { return path.family == IpFamily::kIpv6; }
+  uint8_t* write(uint8_t* frame, uint32_t udp_payload_len) const {
+    return write_l2l4(frame, path, udp_payload_len);
+  }
+};
+struct TemplateL2L4 {
+  const L2L4Template& t;
+  uint8_t traffic_class;
+  uint16_t ipv4_id;
+  uint32_t len() const { return t.len; }
+  uint32_t l3_off() const { return t.l3_off; }
+  bool ipv6() const { return t.ipv6; }
+  uint8_t* write(uint8_t* frame, uint32_t udp_payload_len) const {
+    return write_l2l4(frame, t, traffic_class, ipv4_id, udp_payload_len);
+  }
+};
+
 // Everything before `payload`: L2-L4, BTH and extension headers. Returns the frame start.
-uint8_t* write_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
+template <typename L2L4>
+uint8_t* write_headers(uint8_t* payload, uint32_t payload_len, const L2L4& l2l4,
                        const BthFields& bth, const ExtHeaders& ext, uint8_t pad) {
   const OpcodeInfo& op = opcode_info(bth.opcode);
   const uint32_t transport = op.transport_hdr_len();
-  uint8_t* frame = payload - l2l4_header_len(path) - transport;
-  uint8_t* bth_p = write_l2l4(frame, path, transport + payload_len + pad + kIcrcSize);
+  uint8_t* frame = payload - l2l4.len() - transport;
+  uint8_t* bth_p = l2l4.write(frame, transport + payload_len + pad + kIcrcSize);
   write_bth(bth_p, bth, pad);
   write_ext(bth_p + sizeof(Bth), op, ext);
   return frame;
@@ -123,31 +203,51 @@ uint8_t pad_of(const BthFields& bth, uint32_t payload_len) {
   return opcode_info(bth.opcode).has(kOpPayload) ? pad_for(payload_len) : 0;
 }
 
-uint32_t l3_offset(const PathSpec& path) {
-  return static_cast<uint32_t>(sizeof(EthHdr) + (path.has_vlan ? sizeof(VlanTag) : 0));
+template <typename L2L4>
+uint8_t* build_around(uint8_t* payload, uint32_t payload_len, const L2L4& l2l4,
+                      const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len) {
+  const uint8_t pad = pad_of(bth, payload_len);
+  uint8_t* frame = write_headers(payload, payload_len, l2l4, bth, ext, pad);
+  std::memset(payload + payload_len, 0, pad);
+  const uint32_t l3_off = l2l4.l3_off();
+  const auto icrc_off = static_cast<uint32_t>(payload + payload_len + pad - frame);
+  icrc_write(frame + icrc_off, icrc_compute(frame + l3_off, icrc_off - l3_off, l2l4.ipv6()));
+  *frame_len = icrc_off + kIcrcSize;
+  return frame;
+}
+
+template <typename L2L4>
+uint8_t* build_hdrs(uint8_t* payload, uint32_t payload_len, const L2L4& l2l4, const BthFields& bth,
+                    const ExtHeaders& ext, uint32_t* crc) {
+  uint8_t* frame = write_headers(payload, payload_len, l2l4, bth, ext, pad_of(bth, payload_len));
+  // The ICRC through the BTH, then the extension headers (unmasked) up to the payload.
+  const uint8_t* l3 = frame + l2l4.l3_off();
+  *crc = icrc_prefix(l3, static_cast<uint32_t>(payload - l3), l2l4.ipv6());
+  return frame;
 }
 }  // namespace
 
 uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
                               const BthFields& bth, const ExtHeaders& ext, uint32_t* frame_len) {
-  const uint8_t pad = pad_of(bth, payload_len);
-  uint8_t* frame = write_headers(payload, payload_len, path, bth, ext, pad);
-  std::memset(payload + payload_len, 0, pad);
-  const uint32_t l3_off = l3_offset(path);
-  const auto icrc_off = static_cast<uint32_t>(payload + payload_len + pad - frame);
-  icrc_write(frame + icrc_off,
-             icrc_compute(frame + l3_off, icrc_off - l3_off, path.family == IpFamily::kIpv6));
-  *frame_len = icrc_off + kIcrcSize;
-  return frame;
+  return build_around(payload, payload_len, SpecL2L4{path}, bth, ext, frame_len);
 }
 
 uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
                        const BthFields& bth, const ExtHeaders& ext, uint32_t* crc) {
-  uint8_t* frame = write_headers(payload, payload_len, path, bth, ext, pad_of(bth, payload_len));
-  // The ICRC through the BTH, then the extension headers (unmasked) up to the payload.
-  const uint8_t* l3 = frame + l3_offset(path);
-  *crc = icrc_prefix(l3, static_cast<uint32_t>(payload - l3), path.family == IpFamily::kIpv6);
-  return frame;
+  return build_hdrs(payload, payload_len, SpecL2L4{path}, bth, ext, crc);
+}
+
+uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const L2L4Template& t,
+                              uint8_t traffic_class, uint16_t ipv4_id, const BthFields& bth,
+                              const ExtHeaders& ext, uint32_t* frame_len) {
+  return build_around(payload, payload_len, TemplateL2L4{t, traffic_class, ipv4_id}, bth, ext,
+                      frame_len);
+}
+
+uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const L2L4Template& t,
+                       uint8_t traffic_class, uint16_t ipv4_id, const BthFields& bth,
+                       const ExtHeaders& ext, uint32_t* crc) {
+  return build_hdrs(payload, payload_len, TemplateL2L4{t, traffic_class, ipv4_id}, bth, ext, crc);
 }
 
 uint32_t finish_icrc(const uint8_t* frame, uint8_t* payload, uint32_t payload_len, uint32_t crc) {

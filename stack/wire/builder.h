@@ -1,6 +1,7 @@
 // Frame builder: writes Ethernet [802.1Q] / IP / UDP / BTH / extension headers in front of a
 // payload that is already in place (the headroom of a packet buffer), then the pad and the ICRC
-// behind it. The datapath builds a PathSpec once per QP and reuses it for every packet.
+// behind it. The datapath builds a PathSpec once per QP and reuses it for every packet, and
+// writes a connected QP's L2-L4 headers from a template made of it (L2L4Template).
 #pragma once
 
 #include <array>
@@ -83,6 +84,28 @@ struct BthFields {
 // bytes; returns a pointer just past the UDP header.
 uint8_t* write_l2l4(uint8_t* frame, const PathSpec& path, uint32_t udp_payload_len);
 
+// A path's L2-L4 headers written out once, for a sender that builds many frames on one path (a
+// connected QP): a frame's headers are then one copy with the fields that change per frame
+// patched in (the IP and UDP lengths, the traffic class, the IPv4 ID and header checksum), not
+// written field by field. Everything else comes from the PathSpec it was made from: a path whose
+// other fields change needs a new template.
+struct L2L4Template {
+  std::array<uint8_t, 96> bytes{};  // the headers, then zeros (copied in 32-byte blocks)
+  uint8_t len = 0;                  // l2l4_header_len(path)
+  uint8_t l3_off = 0;               // Ethernet (+ VLAN)
+  bool ipv6 = false;
+  // IPv4: the sum of the header's 16-bit words (RFC 1071) but those of the TOS, total length,
+  // ID and checksum, carries not yet folded.
+  uint32_t ipv4_sum = 0;
+};
+L2L4Template make_l2l4_template(const PathSpec& path);
+
+// write_l2l4 through a template, with the per-frame fields given: byte for byte what
+// write_l2l4 writes for the template's path with those traffic_class and ipv4_id. Writes
+// exactly t.len bytes.
+uint8_t* write_l2l4(uint8_t* frame, const L2L4Template& t, uint8_t traffic_class, uint16_t ipv4_id,
+                    uint32_t udp_payload_len);
+
 // Builds a complete frame around a payload already at `payload` (payload_len bytes). The caller
 // guarantees headers_len(path, opcode) bytes of headroom before `payload` and kTrailerRoom bytes
 // after it. Writes pad bytes (zero) and the ICRC. Returns the frame start; *frame_len gets its
@@ -97,6 +120,15 @@ uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const Path
 // and returns the frame length. The frame is byte for byte build_around_payload's.
 uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const PathSpec& path,
                        const BthFields& bth, const ExtHeaders& ext, uint32_t* crc);
+
+// build_around_payload and build_headers on a template's path, with the per-frame traffic class
+// and IPv4 ID: the same frames as the PathSpec versions for the path the template was made of.
+uint8_t* build_around_payload(uint8_t* payload, uint32_t payload_len, const L2L4Template& t,
+                              uint8_t traffic_class, uint16_t ipv4_id, const BthFields& bth,
+                              const ExtHeaders& ext, uint32_t* frame_len);
+uint8_t* build_headers(uint8_t* payload, uint32_t payload_len, const L2L4Template& t,
+                       uint8_t traffic_class, uint16_t ipv4_id, const BthFields& bth,
+                       const ExtHeaders& ext, uint32_t* crc);
 uint32_t finish_icrc(const uint8_t* frame, uint8_t* payload, uint32_t payload_len, uint32_t crc);
 
 // Convenience for tests and tools: builds into `buf` (capacity `cap`) by copying the payload.

@@ -66,6 +66,8 @@ TEST(DcqcnOverDpdk, CeMarksProduceCnpsAndRateCuts) {
   EXPECT_GT(cuts, 0u);
   EXPECT_LT(rate, 100.0);  // below the line rate it started at
   b.d->flush_capture();
+  a.release();
+  b.release();
   dev[0].reset();
   dev[1].reset();
 

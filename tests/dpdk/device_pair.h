@@ -56,6 +56,22 @@ struct Side {
   Qp* qp = nullptr;
   std::vector<uint8_t> mem;
   uint64_t addr(uint64_t o = 0) { return reinterpret_cast<uint64_t>(mem.data()) + o; }
+  // The QP goes before the memory it sends from: a test that fails half way leaves a QP still
+  // retransmitting, which would otherwise read `mem` after it is freed.
+  // A test that closes the device itself releases its sides first.
+  ~Side() { release(); }
+  void release() {
+    if (!d || !qp) return;
+    d->runner().run([&] {
+      Engine& e = d->engine();
+      e.destroy_qp(qp);
+      e.destroy_cq(cq);
+      e.dereg_mr(key);
+      e.dealloc_pd(pd);
+      return true;
+    });
+    qp = nullptr;
+  }
 };
 
 inline bool setup_side(Side& s, size_t bytes) {

@@ -309,6 +309,8 @@ TEST(DeviceCapture, TheFileIsWrittenWhileTheDeviceRuns) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_GT(st.st_size, 24) << "nothing but at most the file header within 3 s";
+  a.release();
+  b.release();
   da.reset();
   db.reset();
   std::remove(path.c_str());

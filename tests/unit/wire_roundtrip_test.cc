@@ -424,3 +424,93 @@ TEST(Ipv4Checksum, EveryBuiltHeaderVerifies) {
   }
 }
 }  // namespace
+
+namespace {
+// A template writes what write_l2l4 writes for its path, whatever the path's fields and the
+// per-frame traffic class, IPv4 ID and length, and nothing past its headers.
+TEST(L2L4Template, WritesWhatTheFieldByFieldWriterWrites) {
+  std::mt19937_64 rng(7);
+  const auto byte = [&] { return static_cast<uint8_t>(rng()); };
+  for (int i = 0; i < 4000; ++i) {
+    PathSpec p;
+    for (auto& b : p.src_mac) b = byte();
+    for (auto& b : p.dst_mac) b = byte();
+    p.has_vlan = rng() & 1;
+    p.vlan_tci = static_cast<uint16_t>(rng());
+    p.family = rng() & 1 ? IpFamily::kIpv6 : IpFamily::kIpv4;
+    for (auto& b : p.src_gid) b = byte();
+    for (auto& b : p.dst_gid) b = byte();
+    p.hop_limit = byte();
+    p.ipv4_df = rng() & 1;
+    p.flow_label = static_cast<uint32_t>(rng());
+    p.udp_sport = static_cast<uint16_t>(rng());
+    p.udp_dport = static_cast<uint16_t>(rng());
+    p.udp_checksum = static_cast<uint16_t>(rng());
+    // Whatever these hold when the template is made, the frame's come from the writer's call.
+    p.traffic_class = byte();
+    p.ipv4_id = static_cast<uint16_t>(rng());
+    const L2L4Template t = make_l2l4_template(p);
+    ASSERT_EQ(t.len, l2l4_header_len(p));
+    for (int k = 0; k < 8; ++k) {
+      p.traffic_class = byte();
+      p.ipv4_id = static_cast<uint16_t>(rng());
+      const auto udp_payload = static_cast<uint32_t>(k == 0 ? 0 : k == 1 ? 65507 : rng() % 9100);
+      std::array<uint8_t, 128> want{}, got{};
+      std::fill(want.begin(), want.end(), 0xA5);
+      std::fill(got.begin(), got.end(), 0xA5);
+      ASSERT_EQ(write_l2l4(want.data(), p, udp_payload) - want.data(), t.len);
+      ASSERT_EQ(write_l2l4(got.data(), t, p.traffic_class, p.ipv4_id, udp_payload) - got.data(),
+                t.len);
+      ASSERT_EQ(want, got) << "path " << i << " frame " << k;
+    }
+  }
+}
+
+// The template builders make the PathSpec builders' frames, for every opcode and pad count.
+TEST(L2L4Template, BuildersMakeThePathSpecBuildersFrames) {
+  const ExtHeaders ext = make_ext();
+  std::vector<uint8_t> payload(300);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (auto fam : {IpFamily::kIpv4, IpFamily::kIpv6}) {
+    for (bool vlan : {false, true}) {
+      PathSpec path = make_path(fam, vlan);
+      const L2L4Template t = make_l2l4_template(path);
+      path.traffic_class = 0x6A;
+      path.ipv4_id = 0xBEEF;
+      for (int opc = 0; opc < 256; ++opc) {
+        const OpcodeInfo& oi = opcode_info(static_cast<uint8_t>(opc));
+        if (!oi.valid()) continue;
+        BthFields bth;
+        bth.opcode = static_cast<uint8_t>(opc);
+        bth.dest_qp = 0x12;
+        bth.psn = 0x345678;
+        for (uint32_t len : {0u, 1u, 2u, 3u, 257u, 300u}) {
+          if (!oi.has(kOpPayload) && len) continue;
+          const uint32_t hdr = headers_len(path, bth.opcode);
+          std::vector<uint8_t> a(hdr + len + kTrailerRoom + 8, 0x5A), b = a, c = a, d = a;
+          std::memcpy(a.data() + hdr, payload.data(), len);
+          std::memcpy(b.data() + hdr, payload.data(), len);
+          uint32_t na = 0, nb = 0;
+          uint8_t* fa = build_around_payload(a.data() + hdr, len, path, bth, ext, &na);
+          uint8_t* fb = build_around_payload(b.data() + hdr, len, t, path.traffic_class,
+                                             path.ipv4_id, bth, ext, &nb);
+          ASSERT_EQ(fa, a.data());
+          ASSERT_EQ(fb, b.data());
+          ASSERT_EQ(na, nb);
+          ASSERT_EQ(a, b) << oi.name << " " << len;
+          // The two-step builder, payload CRCed on its way in.
+          uint32_t crc_c = 0, crc_d = 0;
+          uint8_t* fc = build_headers(c.data() + hdr, len, path, bth, ext, &crc_c);
+          uint8_t* fd = build_headers(d.data() + hdr, len, t, path.traffic_class, path.ipv4_id, bth,
+                                      ext, &crc_d);
+          ASSERT_EQ(crc_c, crc_d) << oi.name << " " << len;
+          crc_d = crc32_copy(crc_d, d.data() + hdr, payload.data(), len);
+          ASSERT_EQ(finish_icrc(fd, d.data() + hdr, len, crc_d), na);
+          (void)fc;
+          ASSERT_EQ(d, a) << oi.name << " " << len;
+        }
+      }
+    }
+  }
+}
+}  // namespace
