@@ -479,9 +479,12 @@ void NeighborAgent::on_echo6(const uint8_t* frame, uint32_t off, uint32_t icmp_l
     ++ctr_.malformed;
     return;
   }
-  // Only unicast echo to one of our addresses: never to all-nodes or a solicited-node group.
-  // (RFC 4443 4.2 says an echo to a multicast address SHOULD be answered; the agent does not.)
-  if (!l2_unicast || find_v6(ip.dst.data()) < 0) {
+  // To one of our addresses in a frame to our MAC, or to a group we are in (all-nodes, one of
+  // our solicited-node groups: on_ipv6 checked it), which RFC 4443 4.2 says SHOULD be answered,
+  // as Linux does (ping -6 ff02::1%dev lists the stack), from a unicast address of ours. A
+  // unicast address in a link-layer group frame is not answered (RFC 1122 3.3.6, Linux too).
+  const bool to_group = ipv6_is_multicast(ip.dst.data());
+  if (to_group ? v6_.empty() : !l2_unicast || find_v6(ip.dst.data()) < 0) {
     ++ctr_.ignored;
     return;
   }
@@ -502,7 +505,7 @@ void NeighborAgent::on_echo6(const uint8_t* frame, uint32_t off, uint32_t icmp_l
   r.payload_length.set(static_cast<uint16_t>(icmp_len));
   r.next_header = wire::kIpProtoIcmpv6;
   r.hop_limit = kDefaultTtl;
-  r.src = ip.dst;
+  r.src = to_group ? v6_source_for(ip.src.data()) : ip.dst;
   r.dst = ip.src;
   write(&tx_[l3o], r);
   uint8_t* out = &tx_[l3o + sizeof r];
@@ -744,22 +747,25 @@ bool NeighborAgent::send_arp_request(const Gid& target, const Mac* unicast) {
   return true;
 }
 
-bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
-  if (v6_.empty()) return false;
-  // RFC 4861 7.2.2 lets any of our addresses be the source. A link-local target gets a
-  // link-local source (RFC 6724 rule 2, what Linux picks); any other one the non-link-local
-  // address sharing the longest prefix with it; failing both, the first address.
-  const bool ll_target = ipv6_is_link_local(target.data());
+const Gid& NeighborAgent::v6_source_for(const uint8_t* peer) const {
+  const bool ll_peer = ipv6_is_link_local(peer);
   const Gid* src = &v6_[0];
   int best = -1;
   for (const Gid& a : v6_) {
-    if (ipv6_is_link_local(a.data()) != ll_target) continue;
-    const int bits = common_prefix_bits(a.data(), target.data(), 16);
+    if (ipv6_is_link_local(a.data()) != ll_peer) continue;
+    const int bits = common_prefix_bits(a.data(), peer, 16);
     if (bits > best) {
       best = bits;
       src = &a;
     }
   }
+  return *src;
+}
+
+bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
+  if (v6_.empty()) return false;
+  // RFC 4861 7.2.2 lets any of our addresses be the source.
+  const Gid* src = &v6_source_for(target.data());
   // Resolution goes to the target's solicited-node group; a reachability probe to the target.
   const Gid dst_ip = unicast ? target : solicited_node(target.data());
   const Mac dst_mac = unicast ? *unicast : ipv6_multicast_mac(dst_ip.data());

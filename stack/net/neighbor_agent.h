@@ -1,7 +1,8 @@
 // The neighbour protocol agent: ARP (RFC 826), IPv6 Neighbor Discovery (RFC 4861) and ICMP /
 // ICMPv6 echo (RFC 792, RFC 4443) for the addresses of one port, so that the stack behaves on an
-// Ethernet segment as a Linux host does: peers resolve our MAC, `ping` and `ping -6` get answers,
-// and the NeighborTable the engine reads gets filled by resolving the peers it wants.
+// Ethernet segment as a Linux host does: peers resolve our MAC, `ping` and `ping -6` (to
+// all-nodes too) get answers, and the NeighborTable the engine reads gets filled by resolving the
+// peers it wants.
 //
 // The agent sees the frames the RoCE parser rejected (kNotIp / kNotUdp / kWrongUdpPort) as raw
 // bytes and parses them itself: every length comes from the wire and is checked before use.
@@ -119,6 +120,10 @@ class NeighborAgent {
   int find_v4(const uint8_t* ip) const;  // index in v4_, or -1
   int find_v6(const uint8_t* ip) const;  // index in v6_, or -1
   bool v6_dst_is_ours(const uint8_t* ip) const;
+  // Our address to send to `peer` from (v6_ not empty): a link-local peer gets a link-local
+  // address (RFC 6724 rule 2, what Linux picks), any other peer the non-link-local address
+  // sharing the longest prefix with it; failing both, the first address.
+  const Gid& v6_source_for(const uint8_t* peer) const;
 
   NeighborTable& table_;
   Mac mac_;

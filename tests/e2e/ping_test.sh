@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End to end: the kernel of namespace 2, on the same veth segment, pings the stack instance of
-# namespace 1 (a roce-perf server waiting for its client): `ping` to its IPv4 address and
-# `ping -6` to its IPv6 address. The stack answers the kernel's ARP and Neighbor Solicitation
-# and the echo requests itself; its counters must show the replies. A client then ends the
-# server's run normally.
+# namespace 1 (a roce-perf server waiting for its client): `ping` to its IPv4 address,
+# `ping -6` to its IPv6 address and to all-nodes (ff02::1). The stack answers the kernel's ARP
+# and Neighbor Solicitation and the echo requests itself; its counters must show the replies. A
+# client then ends the server's run normally.
 #
 # Usage: ping_test.sh ROCE_PERF
 E2E_NAME=ping
@@ -34,7 +34,17 @@ ip netns exec "${ROCE_TB_PREFIX}2" ping -6 -c 3 -i 0.2 -W 2 "$stack6" >"$WORK/pi
 # A larger echo too: the reply carries the whole payload back.
 ip netns exec "${ROCE_TB_PREFIX}2" ping -c 2 -i 0.2 -W 2 -s 1400 "$stack4" >>"$WORK/ping4.out" 2>&1 ||
   die "ping -s 1400 $stack4: $(tail -n 2 "$WORK/ping4.out")"
-grep -h "packets transmitted" "$WORK/ping4.out" "$WORK/ping6.out" | sed 's/^/    /'
+# An echo to all-nodes: the stack answers it from its link-local address (EUI-64 of its MAC),
+# beside the kernels on the segment.
+ll=$(python3 -c 'import ipaddress, sys
+m = bytes.fromhex(sys.argv[1].replace(":", ""))
+print(ipaddress.IPv6Address(bytes([0xfe, 0x80] + [0] * 6 + [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])))' \
+  "$TB_STACK_MAC")
+ip netns exec "${ROCE_TB_PREFIX}2" ping -6 -c 3 -i 0.2 -W 2 "ff02::1%tb0" >"$WORK/ping6m.out" 2>&1 ||
+  die "ping -6 ff02::1%tb0: $(tail -n 2 "$WORK/ping6m.out")"
+grep -q "bytes from $ll%tb0: icmp_seq=" "$WORK/ping6m.out" ||
+  die "no reply from the stack's $ll to ping -6 ff02::1: $(grep -c 'bytes from' "$WORK/ping6m.out") replies, none from it"
+grep -h "packets transmitted" "$WORK/ping4.out" "$WORK/ping6.out" "$WORK/ping6m.out" | sed 's/^/    /'
 # The kernel resolved the stack's MAC (ARP / ND answered by the stack).
 mac=$(ip netns exec "${ROCE_TB_PREFIX}2" ip neigh show "$stack4" | awk '{print $5}')
 [[ $mac == "$TB_STACK_MAC" ]] || die "ARP resolved $stack4 to '$mac', not the stack's $TB_STACK_MAC"

@@ -560,6 +560,41 @@ TEST_F(NeighborAgentTest, Echo6ReplyMatchesLinuxButForFlowLabel) {
   EXPECT_EQ(ctr().echo6_replies_tx, 1u);
 }
 
+// An echo to a group we are in (all-nodes, our solicited-node groups) is answered, as RFC 4443
+// 4.2 says it SHOULD be and as Linux does (`ping -6 ff02::1%dev` lists the hosts on the link),
+// from the unicast address of ours a reply to the requester would come from: link-local for a
+// link-local requester, else the one sharing its prefix. A group is never the reply's source.
+TEST_F(NeighborAgentTest, Echo6ToAGroupOfOursIsAnsweredFromAUnicastAddress) {
+  struct Case {
+    Gid group;
+    Mac dst_mac;
+    Gid from, want_src;
+  };
+  const Gid all_nodes = v6(0xff02, 1);
+  const Case cases[] = {
+      {all_nodes, mcast_mac(all_nodes), kPeerLl, kOurLl},
+      {all_nodes, mcast_mac(all_nodes), kPeerV6, kOurV6},
+      {all_nodes, kUs, kPeerV6, kOurV6},  // a group in a frame to our MAC
+      {solicited(kOurV6), mcast_mac(solicited(kOurV6)), kPeerLl, kOurLl},
+  };
+  uint64_t n = 0;
+  for (const Case& c : cases) {
+    const Bytes body = {128, 0, 0, 0, 0x12, 0x34, 0, 7, 'p', 'i', 'n', 'g', '!'};
+    const Bytes r = answer(icmp6(c.dst_mac, kPeer, c.from, c.group, 64, body));
+    ASSERT_EQ(r.size(), 14u + 40u + body.size()) << to_hex(r);
+    EXPECT_TRUE(std::equal(kPeer.begin(), kPeer.end(), r.begin()));  // back to the sender
+    EXPECT_TRUE(std::equal(kUs.begin(), kUs.end(), r.begin() + 6));
+    EXPECT_TRUE(std::equal(c.want_src.begin(), c.want_src.end(), r.begin() + 14 + 8)) << to_hex(r);
+    EXPECT_TRUE(std::equal(c.from.begin(), c.from.end(), r.begin() + 14 + 24)) << to_hex(r);
+    EXPECT_EQ(r[14 + 40], 129);  // echo reply, code 0, the identifier, sequence and data kept
+    EXPECT_EQ(r[14 + 41], 0);
+    EXPECT_TRUE(std::equal(body.begin() + 4, body.end(), r.begin() + 14 + 44));
+    EXPECT_TRUE(icmp6_ok(r, 14)) << to_hex(r);
+    EXPECT_EQ(ctr().echo6_requests_rx, ++n);
+    EXPECT_EQ(ctr().echo6_replies_tx, n);
+  }
+}
+
 // IPv4 options: answered without them, except source routes (dropped as Linux does by default).
 TEST_F(NeighborAgentTest, EchoWithIpOptions) {
   auto with_options = [](std::initializer_list<uint8_t> opts) {
@@ -1067,8 +1102,10 @@ TEST_F(NeighborAgentTest, FramesNotForUsAreIgnoredAndCounted) {
       icmp6(mcast_mac(v6(0xff02, 1)), kPeer, kPeerV6, kOurV6, 64,
             {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to us, L2 multicast
       echo4(Mac{0x01, 0, 0x5e, 0, 0, 1}, kPeerV4, v4(224, 0, 0, 1), Bytes(8)),  // multicast
-      icmp6(mcast_mac(v6(0xff02, 1)), kPeer, kPeerV6, v6(0xff02, 1), 64,
-            {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to all-nodes
+      icmp6(mcast_mac(v6(0xff02, 2)), kPeer, kPeerV6, v6(0xff02, 2), 64,
+            {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to all-routers: not a group of ours
+      icmp6(mcast_mac(group), kPeer, kPeerV6, group, 64,
+            {128, 0, 0, 0, 0, 1, 0, 1}),  // echo6 to a solicited-node group not ours
       icmp6(kUs, kPeer, kPeerV6, v6(0xfd00, 77), 64, {128, 0, 0, 0, 0, 1, 0, 1}),  // not ours
       ns(kPeerV6, v6(0xfd00, 77)),                                          // NS, other target
       icmp6(kUs, kPeer, kPeerV6, kOurV6, 255, {133, 0, 0, 0, 0, 0, 0, 0}),  // router sol.
@@ -1080,8 +1117,6 @@ TEST_F(NeighborAgentTest, FramesNotForUsAreIgnoredAndCounted) {
       last_fragment,
       timestamp,
       udp6,
-      // Echo6 to all-nodes under our own MAC: a group address is never an echo reply's source.
-      icmp6(kUs, kPeer, kPeerV6, v6(0xff02, 1), 64, {128, 0, 0, 0, 0, 1, 0, 1}),
       // An NS for our address sent to a solicited-node group we have not joined.
       icmp6(mcast_mac(group), kPeer, kPeerV6, group, 255, nd_body(135, 0, kOurV6, 1, kPeer)),
   };
