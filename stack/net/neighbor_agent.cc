@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstring>
+#include <ctime>
 
 #include "stack/wire/headers.h"
 #include "stack/wire/parser.h"
@@ -41,6 +42,13 @@ constexpr uint8_t kDefaultTtl = 64;
 // (accept_source_route = 0), and RFC 1122 3.2.1.8 would otherwise oblige us to reverse the route.
 constexpr uint8_t kIpOptLsrr = 131;
 constexpr uint8_t kIpOptSsrr = 137;
+// Options an echo reply carries back, updated (RFC 1122 3.2.2.6): record route and timestamp
+// (RFC 791), whose timestamp flags say what each entry holds.
+constexpr uint8_t kIpOptRr = 7;
+constexpr uint8_t kIpOptTs = 68;
+constexpr uint8_t kTsOnly = 0;
+constexpr uint8_t kTsAndAddr = 1;
+constexpr uint8_t kTsPrespec = 3;
 
 // Wire layouts not in wire/headers.h. Alignment 1 and exact wire size, like the structs there.
 struct ArpPkt {
@@ -153,8 +161,19 @@ int common_prefix_bits(const uint8_t* a, const uint8_t* b, int n) {
   return n * 8;
 }
 
-// Walks IPv4 options (RFC 791 3.1). False if one is malformed; `source_routed` if LSRR/SSRR.
-bool scan_ipv4_options(const uint8_t* p, uint32_t n, bool* source_routed) {
+// Where a datagram's record-route and timestamp options start (offsets into its options), and
+// whether it is source routed.
+struct Ipv4Options {
+  int rr = -1;
+  int ts = -1;
+  bool source_routed = false;
+};
+
+// Walks IPv4 options (RFC 791 3.1). False if one is malformed, with the checks Linux makes of a
+// datagram it delivers (ip_options_compile): a record route or timestamp given twice, a pointer
+// below the first slot, a slot the pointer says is free but that does not fit, a timestamp
+// overflow count that would pass 15.
+bool scan_ipv4_options(const uint8_t* p, uint32_t n, Ipv4Options* o) {
   uint32_t i = 0;
   while (i < n) {
     const uint8_t type = p[i];
@@ -164,15 +183,119 @@ bool scan_ipv4_options(const uint8_t* p, uint32_t n, bool* source_routed) {
       continue;
     }
     if (i + 1 >= n) return false;
-    const uint8_t olen = p[i + 1];
+    const uint32_t olen = p[i + 1];
     if (olen < 2 || olen > n - i) return false;
-    if (type == kIpOptLsrr || type == kIpOptSsrr) *source_routed = true;
+    if (type == kIpOptLsrr || type == kIpOptSsrr) o->source_routed = true;
+    if (type == kIpOptRr) {
+      if (o->rr >= 0 || olen < 3 || p[i + 2] < 4) return false;
+      const uint32_t ptr = p[i + 2];
+      if (ptr <= olen && ptr + 3 > olen) return false;
+      o->rr = static_cast<int>(i);
+    } else if (type == kIpOptTs) {
+      if (o->ts >= 0 || olen < 4 || p[i + 2] < 5) return false;
+      const uint32_t ptr = p[i + 2];
+      const uint8_t flag = p[i + 3] & 0x0F;
+      if (ptr <= olen) {
+        if (ptr + 3 > olen) return false;
+        if ((flag == kTsAndAddr || flag == kTsPrespec) && ptr + 7 > olen) return false;
+      } else if (flag != kTsPrespec && (p[i + 3] >> 4) == 15) {
+        return false;
+      }
+      o->ts = static_cast<int>(i);
+    }
     i += olen;
   }
   return true;
 }
 
+// The options of the reply to an echo request with options `p` (scanned into `o`), into `out`
+// (40 bytes): RFC 1122 3.2.2.6 says a record route and a timestamp SHOULD be updated to include
+// this host and echoed, so the reply's record covers the round trip. As Linux builds them
+// (ip_options_echo): record route first, then timestamp, each updated once as the request is
+// delivered and once as the reply leaves (our address twice in a record route, as from a Linux
+// host), no other option, padded with end-of-list to a multiple of 4. `ours` is the address the
+// request came to, is_ours(addr) whether a prespecified address is one of ours, `ts` the time
+// (ms since midnight UT). Returns the length, or -1 where Linux sends no reply: room for the
+// first update but a partial slot for the second.
+template <typename IsOurs>
+int echo_ipv4_options(const uint8_t* p, const Ipv4Options& o, const uint8_t* ours, IsOurs&& is_ours,
+                      uint32_t ts, uint8_t* out) {
+  uint32_t n = 0;
+  uint8_t stamp[4];
+  for (int k = 0; k < 4; ++k) stamp[k] = static_cast<uint8_t>(ts >> (24 - 8 * k));
+  if (o.rr >= 0) {
+    uint8_t* d = out + n;
+    const uint32_t olen = p[o.rr + 1];
+    std::memcpy(d, p + o.rr, olen);
+    uint32_t ptr = d[2];
+    for (int pass = 0; pass < 2 && ptr <= olen; ++pass) {
+      if (ptr + 3 > olen) return -1;  // the first pass has room: scan_ipv4_options checked
+      std::memcpy(d + ptr - 1, ours, 4);
+      ptr += 4;
+    }
+    d[2] = static_cast<uint8_t>(ptr);
+    n += olen;
+  }
+  if (o.ts >= 0) {
+    uint8_t* d = out + n;
+    const uint32_t olen = p[o.ts + 1];
+    std::memcpy(d, p + o.ts, olen);
+    uint32_t ptr = d[2];
+    const uint8_t flag = d[3] & 0x0F;
+    if (ptr > olen) {
+      // Full: the overflow count goes up (scan_ipv4_options checked it stays below 16). A full
+      // prespecified list has nothing left to stamp.
+      if (flag != kTsPrespec) d[3] = static_cast<uint8_t>(d[3] + 0x10);
+    } else {
+      // Delivery (its slots fit: scan_ipv4_options checked).
+      bool need_addr = false, need_time = false;
+      if (flag == kTsOnly) {
+        std::memcpy(d + ptr - 1, stamp, 4);
+        need_time = true;
+        ptr += 4;
+      } else if (flag == kTsAndAddr) {
+        std::memcpy(d + ptr - 1, ours, 4);
+        std::memcpy(d + ptr + 3, stamp, 4);
+        need_addr = need_time = true;
+        ptr += 8;
+      } else if (flag == kTsPrespec && is_ours(d + ptr - 1)) {
+        std::memcpy(d + ptr + 3, stamp, 4);
+        need_time = true;
+        ptr += 8;
+      }  // another flag value: left as it came (Linux too)
+      // The reply leaving.
+      if (ptr <= olen) {
+        if (need_addr) {
+          if (ptr + 3 > olen) return -1;
+          std::memcpy(d + ptr - 1, ours, 4);
+          ptr += 4;
+        }
+        if (need_time) {
+          if (ptr + 3 > olen) return -1;
+          if (flag != kTsPrespec) {
+            std::memcpy(d + ptr - 1, stamp, 4);
+            ptr += 4;
+          } else if (ptr + 7 <= olen && is_ours(d + ptr - 1)) {
+            std::memcpy(d + ptr + 3, stamp, 4);
+            ptr += 8;
+          }
+        }
+      }
+      d[2] = static_cast<uint8_t>(ptr);
+    }
+    n += olen;
+  }
+  while (n & 3) out[n++] = 0;
+  return static_cast<int>(n);
+}
+
 }  // namespace
+
+uint32_t ms_since_midnight_utc() {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<uint32_t>((t.tv_sec % 86400) * 1000 + t.tv_nsec / 1'000'000);
+}
 
 NeighborAgent::NeighborAgent(NeighborTable& table, const Mac& mac, std::vector<Gid> addrs,
                              bool vlan, uint16_t vlan_tci, const NeighborConfig& cfg, SendFn send,
@@ -373,36 +496,49 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   }
   const uint8_t* icmp = l3 + ihl;
   const uint32_t icmp_len = total - ihl;
-  bool source_routed = false;
+  const uint8_t* opts = l3 + sizeof(wire::Ipv4Hdr);
+  Ipv4Options o;
   if (icmp_len < 8 || csum_fold(csum_add(0, icmp, icmp_len)) != 0 ||
-      !scan_ipv4_options(l3 + sizeof(wire::Ipv4Hdr), ihl - sizeof(wire::Ipv4Hdr), &source_routed) ||
-      ipv4_is_martian(ip.src.data())) {
+      !scan_ipv4_options(opts, ihl - sizeof(wire::Ipv4Hdr), &o) || ipv4_is_martian(ip.src.data())) {
     ++ctr_.malformed;
     return;
   }
-  if (icmp[0] != kIcmpEchoRequest || source_routed) {
+  if (icmp[0] != kIcmpEchoRequest || o.source_routed) {
     ++ctr_.ignored;
     return;
   }
+  uint8_t reply_opts[40];
+  int opt_len = 0;
+  if (o.rr >= 0 || o.ts >= 0) {
+    const uint32_t ts =
+        cfg_.ms_since_midnight_utc ? cfg_.ms_since_midnight_utc() : ms_since_midnight_utc();
+    opt_len = echo_ipv4_options(
+        opts, o, ip.dst.data(), [this](const uint8_t* a) { return find_v4(a) >= 0; }, ts,
+        reply_opts);
+    if (opt_len < 0) {
+      ++ctr_.malformed;
+      return;
+    }
+  }
   ++ctr_.echo_requests_rx;
   const uint32_t l2_len = static_cast<uint32_t>(sizeof(wire::EthHdr)) + (vlan_ ? 4u : 0u);
-  const uint32_t reply_len = l2_len + static_cast<uint32_t>(sizeof(wire::Ipv4Hdr)) + icmp_len;
+  const uint32_t ip_hdr_len = static_cast<uint32_t>(sizeof(wire::Ipv4Hdr)) + opt_len;
+  const uint32_t reply_len = l2_len + ip_hdr_len + icmp_len;
   if (reply_len > kMaxFrame) {
     ++ctr_.too_big;
     return;
   }
   // The reply goes back where the request came from: the sender's MAC, which is the peer on the
   // segment or the router it came through (the agent has no routing table). Like Linux: TOS
-  // reflected, DF clear (its ICMP socket uses IP_PMTUDISC_DONT), TTL 64, no IP options. RFC 1122
-  // 3.2.2.6 says record-route and timestamp options SHOULD be updated and echoed (Linux does);
-  // the agent drops them, a SHOULD it does not implement.
+  // reflected, DF clear (its ICMP socket uses IP_PMTUDISC_DONT), TTL 64, and of the request's
+  // options only a record route and a timestamp, updated (echo_ipv4_options).
   Mac peer;
   std::memcpy(peer.data(), frame + 6, 6);
   const uint32_t l3o = write_eth(peer, wire::kEtherTypeIpv4);
   wire::Ipv4Hdr r{};
-  r.version_ihl = 0x45;
+  r.version_ihl = static_cast<uint8_t>(0x40 | ip_hdr_len / 4);
   r.tos = ip.tos;
-  r.total_length.set(static_cast<uint16_t>(sizeof(wire::Ipv4Hdr) + icmp_len));
+  r.total_length.set(static_cast<uint16_t>(ip_hdr_len + icmp_len));
   r.id.set(ipv4_id_++);
   r.flags_frag.set(0);
   r.ttl = kDefaultTtl;
@@ -410,11 +546,12 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   r.src = ip.dst;
   r.dst = ip.src;
   write(&tx_[l3o], r);
-  const uint16_t ip_sum = csum_fold(csum_add(0, &tx_[l3o], sizeof r));
+  std::memcpy(&tx_[l3o + sizeof r], reply_opts, static_cast<size_t>(opt_len));
+  const uint16_t ip_sum = csum_fold(csum_add(0, &tx_[l3o], ip_hdr_len));
   tx_[l3o + 10] = static_cast<uint8_t>(ip_sum >> 8);
   tx_[l3o + 11] = static_cast<uint8_t>(ip_sum);
   // RFC 792: same identifier, sequence number and data; type 0, code 0, checksum recomputed.
-  uint8_t* out = &tx_[l3o + sizeof r];
+  uint8_t* out = &tx_[l3o + ip_hdr_len];
   std::memcpy(out, icmp, icmp_len);
   out[0] = kIcmpEchoReply;
   out[1] = 0;

@@ -31,7 +31,12 @@ struct NeighborConfig {
   // Most entries the wire may create (Linux gc_thresh3 is 1024): beyond it a peer's request is
   // still answered but its sender is not learned, so nobody can grow the table without bound.
   uint32_t max_entries = 1024;
+  // The clock of the IPv4 timestamp option an echo reply updates: milliseconds since midnight
+  // UT (RFC 791). Null: the system's real-time clock (ms_since_midnight_utc).
+  uint32_t (*ms_since_midnight_utc)() = nullptr;
 };
+
+uint32_t ms_since_midnight_utc();
 
 // Every frame given to on_frame() lands in exactly one of: a *_rx counter (a valid message for
 // us), ignored, or malformed.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End to end: the kernel of namespace 2, on the same veth segment, pings the stack instance of
-# namespace 1 (a roce-perf server waiting for its client): `ping` to its IPv4 address,
-# `ping -6` to its IPv6 address and to all-nodes (ff02::1). The stack answers the kernel's ARP
-# and Neighbor Solicitation and the echo requests itself; its counters must show the replies. A
-# client then ends the server's run normally.
+# namespace 1 (a roce-perf server waiting for its client): `ping` to its IPv4 address, `ping -R`
+# and `ping -T tsandaddr` (options echoed, updated), `ping -6` to its IPv6 address and to
+# all-nodes (ff02::1). The stack answers the kernel's ARP and Neighbor Solicitation and the echo
+# requests itself; its counters must show the replies. A client then ends the server's run
+# normally.
 #
 # Usage: ping_test.sh ROCE_PERF
 E2E_NAME=ping
@@ -34,6 +35,17 @@ ip netns exec "${ROCE_TB_PREFIX}2" ping -6 -c 3 -i 0.2 -W 2 "$stack6" >"$WORK/pi
 # A larger echo too: the reply carries the whole payload back.
 ip netns exec "${ROCE_TB_PREFIX}2" ping -c 2 -i 0.2 -W 2 -s 1400 "$stack4" >>"$WORK/ping4.out" 2>&1 ||
   die "ping -s 1400 $stack4: $(tail -n 2 "$WORK/ping4.out")"
+# Record route and timestamps (RFC 1122 3.2.2.6): the reply brings them back with the stack's
+# address twice, as a Linux host's does (recorded as the request arrives and as the reply leaves).
+ip netns exec "${ROCE_TB_PREFIX}2" ping -c 1 -W 2 -R "$stack4" >"$WORK/pingR.out" 2>&1 ||
+  die "ping -R $stack4: $(tail -n 2 "$WORK/pingR.out")"
+ip netns exec "${ROCE_TB_PREFIX}2" ping -c 1 -W 2 -T tsandaddr "$stack4" >"$WORK/pingT.out" 2>&1 ||
+  die "ping -T tsandaddr $stack4: $(tail -n 2 "$WORK/pingT.out")"
+rr=$(grep -cE "^(RR:)?[[:space:]]+${stack4//./\\.}\$" "$WORK/pingR.out" || true)
+ts=$(grep -cE "^(TS:)?[[:space:]]+${stack4//./\\.}[[:space:]]+[0-9]+" "$WORK/pingT.out" || true)
+((rr == 2 && ts == 2)) ||
+  die "the stack's address $rr times in ping -R's route, $ts times in ping -T's (want 2 each): $(cat "$WORK/pingR.out" "$WORK/pingT.out")"
+sed -n '/^RR:/,/^$/p;/^TS:/,/^$/p' "$WORK/pingR.out" "$WORK/pingT.out" | sed '/^$/d; s/^/    /'
 # An echo to all-nodes: the stack answers it from its link-local address (EUI-64 of its MAC),
 # beside the kernels on the segment.
 ll=$(python3 -c 'import ipaddress, sys

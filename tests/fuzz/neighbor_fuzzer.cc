@@ -111,13 +111,36 @@ void check_sent(const Setup& s, const std::vector<uint8_t>& f) {
     return;
   }
   if (type == 0x0800) {
-    if (room < 20 || l3[0] != 0x45 || l3[9] != 1) fail("a sent IPv4 frame is not ICMP");
+    const size_t ihl = room < 20 ? 0 : (l3[0] & 15) * 4u;
+    if (room < 20 || (l3[0] >> 4) != 4 || ihl < 20 || l3[9] != 1) {
+      fail("a sent IPv4 frame is not ICMP");
+    }
     const size_t total = be16(l3 + 2);
-    if (total < 28 || total > room) fail("a sent IPv4 frame's length does not fit");
+    if (total < ihl + 8 || total > room) fail("a sent IPv4 frame's length does not fit");
     if (!ipv4_header_ok(f, off + 2)) fail("a sent IPv4 header checksum is wrong");
     if (!icmp4_ok(f, off + 2)) fail("a sent ICMP checksum is wrong");
     if (!ours(s, l3 + 12, true)) fail("ICMP sent from an address not ours");
-    if (l3[20] != 0) fail("a sent ICMP message is not an echo reply");
+    if (l3[ihl] != 0) fail("a sent ICMP message is not an echo reply");
+    // Options: only a record route and a timestamp, each once, whole, then end-of-list bytes.
+    bool rr = false, ts = false;
+    for (size_t i = 20; i < ihl;) {
+      const uint8_t o = l3[i];
+      if (o == 0) {
+        for (; i < ihl; ++i) {
+          if (l3[i] != 0) fail("a sent IPv4 option follows the end of the list");
+        }
+        break;
+      }
+      if ((o != 7 && o != 68) || (o == 7 ? rr : ts) || i + 1 >= ihl) {
+        fail("a sent IPv4 option is not a record route or timestamp echoed once");
+      }
+      (o == 7 ? rr : ts) = true;
+      const size_t len = l3[i + 1];
+      if (len < 4 - (o == 7) || i + len > ihl || l3[i + 2] < 4 + (o == 68)) {
+        fail("a sent IPv4 option is malformed");
+      }
+      i += len;
+    }
     return;
   }
   if (type == 0x86dd) {

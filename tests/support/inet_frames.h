@@ -67,12 +67,14 @@ inline uint16_t fold(uint32_t s) {
   return static_cast<uint16_t>(s);
 }
 
-// True if the IPv4 header at `l3` (20 bytes) checks.
-inline bool ipv4_header_ok(const Bytes& f, size_t l3) { return fold(sum16(&f[l3], 20)) == 0xffff; }
-// True if the ICMP message after a 20-byte IPv4 header at `l3` checks.
+// True if the IPv4 header at `l3` (options included: its IHL) checks.
+inline bool ipv4_header_ok(const Bytes& f, size_t l3) {
+  return fold(sum16(&f[l3], (f[l3] & 15) * 4u)) == 0xffff;
+}
+// True if the ICMP message after the IPv4 header at `l3` checks.
 inline bool icmp4_ok(const Bytes& f, size_t l3) {
-  const size_t total = f[l3 + 2] << 8 | f[l3 + 3];
-  return fold(sum16(&f[l3 + 20], total - 20)) == 0xffff;
+  const size_t ihl = (f[l3] & 15) * 4u, total = f[l3 + 2] << 8 | f[l3 + 3];
+  return fold(sum16(&f[l3 + ihl], total - ihl)) == 0xffff;
 }
 inline uint32_t pseudo6(const Bytes& f, size_t l3) {
   const uint32_t plen = f[l3 + 4] << 8 | f[l3 + 5];

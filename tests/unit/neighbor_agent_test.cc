@@ -61,6 +61,48 @@ const char* const kEchoReq =
 const char* const kEchoReply =
     "020000000002020000000001080045b9002cde2f0000400187e60a0000010a00000200009d1b00770003616263"
     "64656667683132333435363738";
+// Linux 6.18 answering `ping -R`, `ping -T tsonly`, `-T tsandaddr` and `-T tsprespec 10.77.0.1
+// 10.77.0.2` from 10.77.0.2 to 10.77.0.1 (captured on a veth): request, then reply, each. Its
+// replies carry the record route and timestamp options back, updated as the request was
+// delivered and again as the reply left (RFC 1122 3.2.2.6).
+const char* const kPingRR =
+    "9ad8a27dadaf3e76bedd70fd08004f00007c448f40004001a4f70a4d00020a4d0001010727080a4d00020000"
+    "00000000000000000000000000000000000000000000000000000000000008000d3568300001a034096b0000"
+    "00001427060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031"
+    "323334353637";
+const char* const kPingRRReply =
+    "3e76bedd70fd9ad8a27dadaf08004f00007ccd22000040018c7c0a4d00010a4d00020727100a4d00020a4d00"
+    "010a4d0001000000000000000000000000000000000000000000000000000000153568300001a034096b0000"
+    "00001427060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031"
+    "323334353637";
+const char* const kPingTsOnly =
+    "9ad8a27dadaf3e76bedd70fd08004f00007c44904000400135ee0a4d00020a4d00014428090001a852960000"
+    "0000000000000000000000000000000000000000000000000000000000000800fd2468320001a034096b0000"
+    "00002435060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031"
+    "323334353637";
+const char* const kPingTsOnlyReply =
+    "3e76bedd70fd9ad8a27dadaf08004f00007ccd23000040013cde0a4d00010a4d00024428110001a8529601a8"
+    "529601a852960000000000000000000000000000000000000000000000000000052568320001a034096b0000"
+    "00002435060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031"
+    "323334353637";
+const char* const kPingTsAddr =
+    "9ad8a27dadaf3e76bedd70fd08004e00007844914000400128a10a4d00020a4d000144240d010a4d000201a8"
+    "529a0000000000000000000000000000000000000000000000000800701668340001a034096b00000000b141"
+    "060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435"
+    "3637";
+const char* const kPingTsAddrReply =
+    "3e76bedd70fd9ad8a27dadaf08004e000078cd240000400112ed0a4d00010a4d000244241d010a4d000201a8"
+    "529a0a4d000101a8529a0a4d000101a8529a00000000000000000000781668340001a034096b00000000b141"
+    "060000000000101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435"
+    "3637";
+const char* const kPingTsPrespec =
+    "9ad8a27dadaf3e76bedd70fd08004a0000684492400040017eb20a4d00020a4d0001441405030a4d00010000"
+    "00000a4d0002000000000800a70768360001a034096b000000007a4e06000000000010111213141516171819"
+    "1a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031323334353637";
+const char* const kPingTsPrespecReply =
+    "3e76bedd70fd9ad8a27dadaf08004a000068cd2500004001d9d90a4d00010a4d000244140d030a4d000101a8"
+    "529d0a4d0002000000000000af0768360001a034096b000000007a4e06000000000010111213141516171819"
+    "1a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031323334353637";
 // NS from fd00::2 to ff02::1:ff00:1 for fd00::1 with SLLA; Linux's NA (S|O, TLLA).
 const char* const kNs =
     "3333ff00000102000000000286dd6000000000203afffd000000000000000000000000000002ff020000000000"
@@ -615,12 +657,121 @@ TEST_F(NeighborAgentTest, EchoWithIpOptions) {
   expect_silent(with_options({131, 7, 4, 10, 0, 0, 3, 0}));  // loose source route
   expect_silent(with_options({137, 7, 4, 10, 0, 0, 3, 0}));  // strict source route
   EXPECT_EQ(ctr().ignored, ignored + 2);
-  // A NOP, then a record-route option (one slot) that ends exactly where the header does.
-  const Bytes rr = answer(with_options({1, 7, 7, 4, 0, 0, 0, 0}));
-  ASSERT_EQ(rr.size(), want.size());
-  EXPECT_TRUE(ipv4_header_ok(rr, 14));
   expect_silent(with_options({1, 68, 12, 0}));  // a timestamp option longer than the header
   EXPECT_EQ(ctr().malformed, malformed + 1);
+}
+
+uint32_t g_stamp = 0;  // the agent's clock in the tests below
+uint32_t test_clock() { return g_stamp; }
+
+// `ping -R` and `ping -T ...` against Linux's own replies (kPingRR ...): the same record route
+// and timestamps, byte for byte, but for the reply's IP ID and so its header checksum.
+TEST_F(NeighborAgentTest, EchoOptionsAreUpdatedAndEchoedAsLinuxDoes) {
+  NeighborConfig cfg;
+  cfg.ms_since_midnight_utc = &test_clock;
+  make(false, 0, cfg, {v4(10, 77, 0, 1)});
+  struct Case {
+    const char* req;
+    const char* reply;
+    uint32_t stamp;  // Linux's, in its reply
+  };
+  const Case cases[] = {{kPingRR, kPingRRReply, 0},
+                        {kPingTsOnly, kPingTsOnlyReply, 0x01a85296},
+                        {kPingTsAddr, kPingTsAddrReply, 0x01a8529a},
+                        {kPingTsPrespec, kPingTsPrespecReply, 0x01a8529d}};
+  for (const Case& c : cases) {
+    g_stamp = c.stamp;
+    Bytes req = hex(c.req);
+    std::copy(kUs.begin(), kUs.end(), req.begin());  // to our MAC
+    Bytes want = hex(c.reply);
+    std::copy(kUs.begin(), kUs.end(), want.begin() + 6);  // from our MAC
+    const Bytes r = answer(req);
+    ASSERT_EQ(r.size(), want.size()) << to_hex(r);
+    EXPECT_TRUE(ipv4_header_ok(r, 14) && icmp4_ok(r, 14)) << to_hex(r);
+    for (size_t i : {18, 19, 24, 25}) want[i] = r[i];  // IP ID and header checksum
+    EXPECT_EQ(to_hex(r), to_hex(want));
+  }
+  EXPECT_EQ(ctr().echo_replies_tx, 4u);
+}
+
+// The options' edges, as Linux treats them: a full record route or a prespecified address not
+// ours is left alone, a full timestamp counts an overflow (a 16th is malformed), a slot that
+// fits for the delivery but only partly for the reply gets no reply, a second record route or
+// a pointer below the first slot is malformed, and options other than these two are not echoed.
+TEST_F(NeighborAgentTest, EchoOptionEdges) {
+  NeighborConfig cfg;
+  cfg.ms_since_midnight_utc = &test_clock;
+  make(false, 0, cfg);
+  g_stamp = 0x0A0B0C0D;
+  auto with_options = [](Bytes opts) {
+    Bytes f = echo4(kUs, kPeerV4, kOurV4, Bytes(8, 0x5a));
+    while (opts.size() % 4) opts.push_back(0);
+    f.insert(f.begin() + 34, opts.begin(), opts.end());
+    f[14] = static_cast<uint8_t>(0x40 | (20 + opts.size()) / 4);
+    const size_t total = (f[16] << 8 | f[17]) + opts.size();
+    f[16] = static_cast<uint8_t>(total >> 8);
+    f[17] = static_cast<uint8_t>(total);
+    fix_ipv4(f, 14);
+    return f;
+  };
+  auto reply_options = [&](const Bytes& opts) {
+    const Bytes r = answer(with_options(opts));
+    if (r.size() < 34) return Bytes{};
+    EXPECT_TRUE(ipv4_header_ok(r, 14) && icmp4_ok(r, 14)) << to_hex(r);
+    return Bytes(r.begin() + 34, r.begin() + 14 + (r[14] & 15) * 4);
+  };
+  const Bytes a = {10, 0, 0, 2}, us = {10, 0, 0, 1}, t = {0x0A, 0x0B, 0x0C, 0x0D};
+  auto cat = [](std::initializer_list<Bytes> parts) {
+    Bytes b;
+    for (const Bytes& p : parts) b.insert(b.end(), p.begin(), p.end());
+    return b;
+  };
+  // Record route, two slots: one filled on arrival, the last by the delivery; none left for the
+  // reply. Full on arrival: unchanged.
+  EXPECT_EQ(to_hex(reply_options(cat({{7, 11, 8}, a, {0, 0, 0, 0}}))),
+            to_hex(cat({{7, 11, 12}, a, us, {0}})));
+  EXPECT_EQ(to_hex(reply_options(cat({{7, 7, 8}, a}))), to_hex(cat({{7, 7, 8}, a, {0}})));
+  // Other options (a NOP, router alert) are not echoed; a record route after them is.
+  EXPECT_EQ(to_hex(reply_options(cat({{1, 148, 4, 0, 0}, {7, 7, 4}, {0, 0, 0, 0}}))),
+            to_hex(cat({{7, 7, 8}, us, {0}})));
+  // Timestamps only: room for one, filled by the delivery. Full: the overflow count goes up.
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 8, 5, 0}, {0, 0, 0, 0}}))),
+            to_hex(cat({{68, 8, 9, 0}, t})));
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 8, 9, 0x20}, a}))), to_hex(cat({{68, 8, 9, 0x30}, a})));
+  // Address and timestamp, room for one pair.
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 12, 5, 1}, Bytes(8, 0)}))),
+            to_hex(cat({{68, 12, 13, 1}, us, t})));
+  // Prespecified: the next address not ours, nothing stamped; ours, stamped; full, no overflow.
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 12, 5, 3}, a, {0, 0, 0, 0}}))),
+            to_hex(cat({{68, 12, 5, 3}, a, {0, 0, 0, 0}})));
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 20, 5, 3}, us, {0, 0, 0, 0}, us, {0, 0, 0, 0}}))),
+            to_hex(cat({{68, 20, 21, 3}, us, t, us, t})));
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 12, 13, 3}, us, t}))),
+            to_hex(cat({{68, 12, 13, 3}, us, t})));
+  // Our other address counts as ours (Linux: any local address).
+  const Bytes other = {192, 168, 7, 1};
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 12, 5, 3}, other, {0, 0, 0, 0}}))),
+            to_hex(cat({{68, 12, 13, 3}, other, t})));
+  // A flag value RFC 791 does not define: left as it came.
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 8, 5, 2}, {0, 0, 0, 0}}))),
+            to_hex(cat({{68, 8, 5, 2}, {0, 0, 0, 0}})));
+  // Both, record route first whatever the request's order.
+  EXPECT_EQ(to_hex(reply_options(cat({{68, 8, 5, 0}, {0, 0, 0, 0}, {7, 7, 4}, {0, 0, 0, 0}}))),
+            to_hex(cat({{7, 7, 8}, us, {68, 8, 9, 0}, t, {0}})));
+  EXPECT_EQ(ctr().echo_replies_tx, 12u);
+
+  const uint64_t malformed = ctr().malformed;
+  const std::vector<Bytes> bad = {
+      cat({{68, 8, 9, 0xF0}, a}),                               // a 16th overflow
+      cat({{68, 10, 5, 0}, {0, 0, 0, 0, 0, 0}}),                // a partial second slot: no reply
+      cat({{7, 7, 4}, {0, 0, 0, 0}, {7, 7, 4}, {0, 0, 0, 0}}),  // two record routes
+      cat({{7, 7, 3}, {0, 0, 0, 0}}),                           // pointer below the first slot
+      cat({{7, 9, 4}, {0, 0, 0, 0, 0, 0}}),                     // a slot that does not fit
+      cat({{68, 11, 5, 1}, {0, 0, 0, 0, 0, 0, 0}}),  // half an address-and-timestamp pair
+  };
+  for (const Bytes& o : bad) expect_silent(with_options(o));
+  EXPECT_EQ(ctr().malformed, malformed + bad.size());
+  EXPECT_EQ(ctr().echo_replies_tx, 12u);
 }
 
 TEST_F(NeighborAgentTest, FragmentsAreNotAnswered) {
