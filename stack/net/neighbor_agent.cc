@@ -454,7 +454,10 @@ void NeighborAgent::on_arp(const uint8_t* frame, uint32_t off, uint32_t len, uin
   // we made) and gratuitous ARP never create entries, as Linux with arp_accept = 0: an
   // unsolicited reply cannot plant an entry.
   const bool create = for_us && op == kArpOpRequest;
-  learn(sender, a.sha, create, /*override_mac=*/true, now_ns);
+  // Only a reply sent to our MAC confirms the sender is reachable; requests and broadcast
+  // (gratuitous) replies make a new or changed entry STALE (Linux's arp_process).
+  const bool confirmed = op == kArpOpReply && std::memcmp(frame, mac_.data(), 6) == 0;
+  learn(sender, a.sha, create, /*override_mac=*/true, confirmed, now_ns);
   if (!for_us) {
     ++ctr_.ignored;
     return;
@@ -724,8 +727,9 @@ void NeighborAgent::on_ns(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
   }
   ++ctr_.ns_rx;
   if (slla) {
-    // 7.2.3: the source link-layer address option creates or updates the sender's entry.
-    learn(ip.src, dst_mac, /*create=*/true, /*override_mac=*/true, now_ns);
+    // 7.2.3: the source link-layer address option creates or updates the sender's entry (STALE
+    // if new or changed).
+    learn(ip.src, dst_mac, /*create=*/true, /*override_mac=*/true, /*confirmed=*/false, now_ns);
   } else if (auto known = table_.lookup(ip.src)) {
     dst_mac = *known;  // a unicast reachability probe: the peer left the option out (7.2.2)
   } else {
@@ -768,16 +772,27 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
     return;
   }
   ++ctr_.na_rx;
-  // 7.2.5: no entry, no update; without the option the message carries no address to record.
-  // An advertisement without the Solicited flag makes an incomplete entry REACHABLE here, where
-  // 7.2.5 says STALE: the table has no STALE state (a reachable entry is probed again once its
-  // reachable time, where one is configured, runs out).
-  if (tlla == nullptr) return;
-  learn(na.target, m, /*create=*/false, (na.flags & kNaFlagOverride) != 0, now_ns);
+  // 7.2.5: no entry, no update. A solicited advertisement confirms the entry (REACHABLE), an
+  // unsolicited one makes a new or changed address STALE. Without the option the message has no
+  // address to record; solicited, it still confirms a usable entry's (a unicast probe's answer
+  // may leave the option out, 7.2.4).
+  const bool solicited = (na.flags & kNaFlagSolicited) != 0;
+  if (tlla == nullptr) {
+    NeighborTable::Entry* e = table_.find(na.target);
+    if (solicited && e &&
+        (e->state == NeighborTable::State::kReachable ||
+         e->state == NeighborTable::State::kStale)) {
+      learn(na.target, e->mac, /*create=*/false, /*override_mac=*/false, /*confirmed=*/true,
+            now_ns);
+    }
+    return;
+  }
+  learn(na.target, m, /*create=*/false, (na.flags & kNaFlagOverride) != 0, solicited, now_ns);
 }
 
 void NeighborAgent::learn(const Gid& ip, const Mac& mac, bool create, bool override_mac,
-                          uint64_t now_ns) {
+                          bool confirmed, uint64_t now_ns) {
+  using State = NeighborTable::State;
   NeighborTable::Entry* e = table_.find(ip);
   if (e == nullptr) {
     if (!create) return;
@@ -786,16 +801,31 @@ void NeighborAgent::learn(const Gid& ip, const Mac& mac, bool create, bool overr
       return;
     }
     e = &table_.want(ip);
-  } else if (e->state == NeighborTable::State::kStatic) {
+  } else if (e->state == State::kStatic) {
     return;  // configured entries win over anything the wire says
-  } else if (e->state == NeighborTable::State::kReachable && e->mac != mac && !override_mac) {
-    return;  // RFC 4861 7.2.5: a non-override advertisement does not replace a known address
   }
-  const bool changed = e->state != NeighborTable::State::kReachable || e->mac != mac;
+  const bool usable = e->state == State::kReachable || e->state == State::kStale;
+  const auto stale = [&] {
+    e->state = State::kStale;
+    e->probes = 0;
+    e->next_probe_ns = cfg_.reachable_ns ? now_ns + cfg_.delay_ns : 0;
+  };
+  if (usable && e->mac != mac && !override_mac) {
+    // RFC 4861 7.2.5: a non-override advertisement does not replace a known address; it makes
+    // a REACHABLE entry STALE, so that the address in use gets probed.
+    if (e->state == State::kReachable) stale();
+    return;
+  }
+  // Became usable, or another address: what the engine's paths must follow.
+  const bool changed = !usable || e->mac != mac;
   e->mac = mac;
-  e->state = NeighborTable::State::kReachable;
-  e->probes = 0;
-  e->next_probe_ns = cfg_.reachable_ns ? now_ns + cfg_.reachable_ns : 0;
+  if (confirmed) {
+    e->state = State::kReachable;
+    e->probes = 0;
+    e->next_probe_ns = cfg_.reachable_ns ? now_ns + cfg_.reachable_ns : 0;
+  } else if (changed) {
+    stale();
+  }  // unconfirmed and nothing new: the entry keeps its state and its timer
   if (!changed) return;
   ++ctr_.learned;
   ++ctr_.resolved;
@@ -969,10 +999,12 @@ uint64_t NeighborAgent::tick(uint64_t now_ns) {
     NeighborTable::Entry& e = entries[i];
     const bool incomplete = e.state == NeighborTable::State::kIncomplete;
     // Incomplete entries are being resolved (RFC 4861 7.3.2 INCOMPLETE); reachable ones past
-    // their reachable time are probed by unicast (PROBE) while they remain usable.
-    if (!incomplete && !(e.state == NeighborTable::State::kReachable && cfg_.reachable_ns)) {
-      continue;
-    }
+    // their reachable time, and stale ones after the first-probe delay (7.3.3 DELAY, counted
+    // from when they became stale rather than from their first use: the engine's paths hold
+    // the address itself), are probed by unicast (PROBE) while they remain usable.
+    const bool usable =
+        e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStale;
+    if (!incomplete && !(usable && cfg_.reachable_ns)) continue;
     if (now_ns >= e.next_probe_ns) {
       if (e.probes >= cfg_.max_probes) {
         // 7.3.3: after MAX_*CAST_SOLICIT unanswered solicitations, each RetransTimer apart.

@@ -27,6 +27,10 @@ struct NeighborConfig {
   // the neighbour with unicast solicitations (RFC 4861 7.3.3, Linux does the same for ARP); the
   // entry stays usable meanwhile and fails after max_probes unanswered ones. 0: never re-probe.
   uint64_t reachable_ns = 30'000'000'000;
+  // How long a STALE entry (learned from an unconfirmed message: an NS's source address, an
+  // unsolicited NA, an ARP request or gratuitous reply) waits before its first unicast probe
+  // (RFC 4861 DELAY_FIRST_PROBE_TIME). Only where reachable_ns is not 0.
+  uint64_t delay_ns = 5'000'000'000;
   uint8_t hop_limit = 255;  // ND messages must use 255 (RFC 4861 7.1)
   // Most entries the wire may create (Linux gc_thresh3 is 1024): beyond it a peer's request is
   // still answered but its sender is not learned, so nobody can grow the table without bound.
@@ -109,7 +113,12 @@ class NeighborAgent {
 
   // Updates (or, with `create`, adds) the entry for `ip`; static entries are never touched.
   // Without `override_mac` a reachable entry keeps a different MAC (RFC 4861 7.2.5).
-  void learn(const Gid& ip, const Mac& mac, bool create, bool override_mac, uint64_t now_ns);
+  // What the wire said of `ip` (RFC 4861 7.2.3 / 7.2.5, Linux's arp_process): a confirmation (a
+  // solicited NA, an ARP reply to our MAC) makes the entry REACHABLE; anything else makes a new
+  // or changed entry STALE (usable, probed after delay_ns) and leaves an unchanged one as it is.
+  // `create`: a new entry may be made; `override_mac`: a known address may be replaced.
+  void learn(const Gid& ip, const Mac& mac, bool create, bool override_mac, bool confirmed,
+             uint64_t now_ns);
 
   // Transmit side. Each builds a frame in tx_ and sends it; false if there is no source address
   // for the target's family. `unicast` is the neighbour's MAC for a reachability probe, or null

@@ -22,7 +22,10 @@ namespace roce {
 
 class NeighborTable {
  public:
-  enum class State : uint8_t { kIncomplete, kReachable, kStatic, kFailed };
+  // RFC 4861 7.3.2's states, as far as the table keeps them: INCOMPLETE (being resolved),
+  // REACHABLE (confirmed), STALE (learned without confirmation: usable, to be probed), static
+  // (configured), failed (no answer). DELAY and PROBE are a usable entry with probes running.
+  enum class State : uint8_t { kIncomplete, kReachable, kStatic, kFailed, kStale };
   struct Entry {
     Gid ip{};
     Mac mac{};
@@ -42,7 +45,10 @@ class NeighborTable {
   }
   std::optional<Mac> lookup(const Gid& ip) const {
     const Entry* e = find(ip);
-    if (e && (e->state == State::kReachable || e->state == State::kStatic)) return e->mac;
+    if (e && (e->state == State::kReachable || e->state == State::kStale ||
+              e->state == State::kStatic)) {
+      return e->mac;
+    }
     return std::nullopt;
   }
   Entry* find(const Gid& ip) {

@@ -201,9 +201,10 @@ struct Static {
 
 void check_table(const NeighborTable& t, const std::vector<Static>& statics) {
   for (const auto& e : t.entries()) {
-    if (e.state == NeighborTable::State::kReachable &&
-        ((e.mac[0] & 1) || e.mac == Mac{} || e.mac == kUs)) {
-      fail("a reachable entry holds a group, zero or our own MAC");
+    const bool usable =
+        e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStale;
+    if (usable && ((e.mac[0] & 1) || e.mac == Mac{} || e.mac == kUs)) {
+      fail("a usable learned entry holds a group, zero or our own MAC");
     }
   }
   for (const Static& s : statics) {

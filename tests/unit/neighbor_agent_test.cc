@@ -365,8 +365,9 @@ TEST(NeighborTable, IndexAgreesWithAScanOfTheEntries) {
       ASSERT_EQ(t.entries()[k].ip, order[k]);
       ASSERT_EQ(t.find(order[k]), &t.entries()[k]);
       const auto& e = t.entries()[k];
-      const bool usable =
-          e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStatic;
+      const bool usable = e.state == NeighborTable::State::kReachable ||
+                          e.state == NeighborTable::State::kStale ||
+                          e.state == NeighborTable::State::kStatic;
       ASSERT_EQ(t.lookup(order[k]).has_value(), usable);
       if (usable) {
         ASSERT_EQ(*t.lookup(order[k]), e.mac);
@@ -1034,8 +1035,13 @@ TEST_F(NeighborAgentTest, NoAddressOfTheFamilyFailsAtOnce) {
 }
 
 TEST_F(NeighborAgentTest, ReachableEntryIsReprobedByUnicastThenFails) {
-  feed(hex(kArpReq), 0);  // learns 10.0.0.2 at t=0
-  feed(hex(kNsLl), 0);    // learns fe80::2 at t=0
+  feed(hex(kArpReq), 0);  // learns 10.0.0.2 at t=0 (stale)
+  feed(hex(kNsLl), 0);    // learns fe80::2 at t=0 (stale)
+  // Both confirmed at t=0: a reply to our MAC, a solicited advertisement.
+  feed(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4), 0);
+  feed(na(kPeer, kPeerLl, kS, kOurLl), 0);
+  ASSERT_EQ(entry(kPeerV4)->state, NeighborTable::State::kReachable);
+  ASSERT_EQ(entry(kPeerLl)->state, NeighborTable::State::kReachable);
   sink_.sent.clear();
   EXPECT_EQ(agent_->tick(kSec), 30 * kSec);
   EXPECT_TRUE(sink_.sent.empty());
@@ -1053,6 +1059,95 @@ TEST_F(NeighborAgentTest, ReachableEntryIsReprobedByUnicastThenFails) {
   EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kReachable);
   EXPECT_EQ(ctr().failed, 1u);
   EXPECT_EQ(sink_.sent.size(), 4u);  // the first pair plus two more NS probes
+}
+
+// RFC 4861 7.2.3 / 7.2.5 (and Linux's ARP): only a confirmation (a solicited advertisement, an
+// ARP reply to our MAC) makes an entry REACHABLE. Anything else the wire says of a neighbour (an
+// NS's source address, an unsolicited advertisement, an ARP request or a gratuitous reply) makes
+// a new or changed entry STALE: usable at once (whoever waits is told), and probed by unicast
+// after the first-probe delay (5 s) instead of the reachable time (30 s). A non-override
+// advertisement of another address leaves the address but makes a reachable entry stale; an
+// unconfirmed message that changes nothing leaves the entry as it is.
+TEST_F(NeighborAgentTest, UnconfirmedNewsMakesEntriesStaleAndOnlyConfirmationReachable) {
+  using State = NeighborTable::State;
+  const Mac other{0x02, 0, 0, 0, 0, 0x33};
+  // An unsolicited advertisement answers a resolution: usable, stale.
+  table_->want(kPeerV6);
+  agent_->tick(0);
+  feed(na(kPeer, kPeerV6, kO, v6(0xff02, 1)), 10);
+  EXPECT_EQ(entry(kPeerV6)->state, State::kStale);
+  ASSERT_TRUE(table_->lookup(kPeerV6));
+  EXPECT_EQ(sink_.resolved, std::vector<Gid>{kPeerV6});
+  // Confirmed: reachable, nobody told again (nothing changed for the paths).
+  feed(na(kPeer, kPeerV6, kS), 20);
+  EXPECT_EQ(entry(kPeerV6)->state, State::kReachable);
+  EXPECT_EQ(sink_.resolved.size(), 1u);
+  // Another address without Override: the address stays, the entry goes stale.
+  feed(na(other, kPeerV6, kS), 30);
+  EXPECT_EQ(entry(kPeerV6)->state, State::kStale);
+  EXPECT_EQ(*table_->lookup(kPeerV6), kPeer);
+  // ... and a solicited answer without the option confirms the address it has.
+  feed(na(kPeer, kPeerV6, kS, kOurV6, /*tlla=*/false), 40);
+  EXPECT_EQ(entry(kPeerV6)->state, State::kReachable);
+  // An unsolicited override to another address: taken, stale, the paths told.
+  feed(na(other, kPeerV6, kO, v6(0xff02, 1)), 50);
+  EXPECT_EQ(entry(kPeerV6)->state, State::kStale);
+  EXPECT_EQ(*table_->lookup(kPeerV6), other);
+  EXPECT_EQ(sink_.resolved, (std::vector<Gid>{kPeerV6, kPeerV6}));
+  // An NS from a new neighbour: stale. Again with the same address: still stale, no news.
+  feed(hex(kNsLl), 60);
+  EXPECT_EQ(entry(kPeerLl)->state, State::kStale);
+  const uint64_t learned = ctr().learned;
+  feed(hex(kNsLl), 70);
+  EXPECT_EQ(entry(kPeerLl)->state, State::kStale);
+  EXPECT_EQ(ctr().learned, learned);
+
+  // ARP: a request to us, stale; a gratuitous (broadcast) reply, still unconfirmed; a reply to
+  // our MAC, reachable; a request from it again changes nothing.
+  feed(hex(kArpReq), 100);
+  EXPECT_EQ(entry(kPeerV4)->state, State::kStale);
+  feed(arp(2, kBroadcast, kPeer, kPeerV4, kBroadcast, kPeerV4), 110);
+  EXPECT_EQ(entry(kPeerV4)->state, State::kStale);
+  feed(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4), 120);
+  EXPECT_EQ(entry(kPeerV4)->state, State::kReachable);
+  feed(hex(kArpReq), 130);
+  EXPECT_EQ(entry(kPeerV4)->state, State::kReachable);
+  // A gratuitous ARP from another MAC: taken (ARP has no override flag), stale, the paths told.
+  feed(arp(2, kBroadcast, other, kPeerV4, kBroadcast, kPeerV4), 140);
+  EXPECT_EQ(entry(kPeerV4)->state, State::kStale);
+  EXPECT_EQ(*table_->lookup(kPeerV4), other);
+}
+
+// A stale entry is probed by unicast once the first-probe delay has passed, stays usable while
+// it is, and a confirmation makes it reachable for the reachable time. With re-probing off
+// (reachable_ns 0) a stale entry is never probed.
+TEST_F(NeighborAgentTest, StaleEntryIsProbedAfterTheDelay) {
+  feed(hex(kArpReq), 0);  // 10.0.0.2, stale at t=0
+  feed(hex(kNsLl), 0);    // fe80::2, stale at t=0
+  sink_.sent.clear();
+  EXPECT_EQ(agent_->tick(kSec), 5 * kSec);
+  EXPECT_TRUE(sink_.sent.empty());
+  EXPECT_EQ(agent_->tick(5 * kSec), 6 * kSec);
+  ASSERT_EQ(sink_.sent.size(), 2u);
+  EXPECT_EQ(to_hex(sink_.sent[0]), to_hex(padded(hex(kLinuxArpProbe2))));
+  EXPECT_EQ(to_hex(sink_.sent[1]), kLinuxNsProbeLl2);
+  EXPECT_TRUE(table_->lookup(kPeerV4) && table_->lookup(kPeerLl)) << "usable while probed";
+  feed(arp(2, kUs, kPeer, kPeerV4, kUs, kOurV4), 5 * kSec + 1);
+  feed(na(kPeer, kPeerLl, kS, kOurLl, /*tlla=*/false), 5 * kSec + 2);
+  EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kReachable);
+  EXPECT_EQ(entry(kPeerLl)->state, NeighborTable::State::kReachable);
+  sink_.sent.clear();
+  EXPECT_EQ(agent_->tick(6 * kSec), 35 * kSec + 1);
+  EXPECT_TRUE(sink_.sent.empty());
+
+  NeighborConfig no_reprobe;
+  no_reprobe.reachable_ns = 0;
+  make(false, 0, no_reprobe);
+  feed(hex(kArpReq), 0);
+  sink_.sent.clear();
+  EXPECT_EQ(agent_->tick(3600 * kSec), UINT64_MAX);
+  EXPECT_TRUE(sink_.sent.empty());
+  EXPECT_EQ(entry(kPeerV4)->state, NeighborTable::State::kStale);
 }
 
 // A neighbour that failed its reprobes keeps its old MAC in the table; wanted again and answering
@@ -1476,7 +1571,7 @@ TEST_F(NeighborAgentTest, CorruptedFramesAreSurvived) {
   }
   EXPECT_EQ(rx_total(), frames);
   for (const auto& e : table_->entries()) {
-    if (e.state == NeighborTable::State::kReachable) {
+    if (e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStale) {
       EXPECT_EQ(e.mac[0] & 1, 0);
     }
   }
