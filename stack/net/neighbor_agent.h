@@ -23,9 +23,10 @@ namespace roce {
 struct NeighborConfig {
   uint64_t probe_interval_ns = 1'000'000'000;  // RFC 4861 RETRANS_TIMER default 1 s; ARP likewise
   uint32_t max_probes = 3;                     // MAX_MULTICAST_SOLICIT
-  // How long a learned entry stays valid without refresh. When it runs out the agent re-probes
-  // the neighbour with unicast solicitations (RFC 4861 7.3.3, Linux does the same for ARP); the
-  // entry stays usable meanwhile and fails after max_probes unanswered ones. 0: never re-probe.
+  // How long a confirmed (REACHABLE) entry stays so without a new confirmation. When it runs out
+  // the agent re-probes the neighbour with unicast solicitations (RFC 4861 7.3.3, Linux does the
+  // same for ARP); the entry stays usable meanwhile and fails after max_probes unanswered ones. 0:
+  // never re-probe.
   uint64_t reachable_ns = 30'000'000'000;
   // How long a STALE entry (learned from an unconfirmed message: an NS's source address, an
   // unsolicited NA, an ARP request or gratuitous reply) waits before its first unicast probe

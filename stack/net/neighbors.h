@@ -1,5 +1,5 @@
-// The neighbour table: IP (as a GID) -> MAC. Entries are static (configured) or learned (ARP /
-// neighbour advertisement replies, stack/net/neighbor_agent.*). Looked up on the control path
+// The neighbour table: IP (as a GID) -> MAC. Entries are static (configured) or learned from ARP
+// and neighbour discovery (stack/net/neighbor_agent.*). Looked up on the control path
 // (QP to RTR, AH creation) and when a resolution completes, never per data packet: a QP caches
 // its destination MAC in its path headers. The neighbour agent also looks up the sender of
 // every ARP / ND frame it receives, so lookups go through a hash index (open addressing,
