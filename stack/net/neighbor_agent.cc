@@ -513,8 +513,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   uint8_t reply_opts[40];
   int opt_len = 0;
   if (o.rr >= 0 || o.ts >= 0) {
-    const uint32_t ts =
-        cfg_.ms_since_midnight_utc ? cfg_.ms_since_midnight_utc() : ms_since_midnight_utc();
+    const uint32_t ts = cfg_.wall_clock_ms();
     opt_len = echo_ipv4_options(
         opts, o, ip.dst.data(), [this](const uint8_t* a) { return find_v4(a) >= 0; }, ts,
         reply_opts);

@@ -20,6 +20,10 @@
 
 namespace roce {
 
+// Milliseconds since midnight UT by the system's real-time clock (the IPv4 timestamp option's
+// unit, RFC 791).
+uint32_t ms_since_midnight_utc();
+
 struct NeighborConfig {
   uint64_t probe_interval_ns = 1'000'000'000;  // RFC 4861 RETRANS_TIMER default 1 s; ARP likewise
   uint32_t max_probes = 3;                     // MAX_MULTICAST_SOLICIT
@@ -37,11 +41,9 @@ struct NeighborConfig {
   // still answered but its sender is not learned, so nobody can grow the table without bound.
   uint32_t max_entries = 1024;
   // The clock of the IPv4 timestamp option an echo reply updates: milliseconds since midnight
-  // UT (RFC 791). Null: the system's real-time clock (ms_since_midnight_utc).
-  uint32_t (*ms_since_midnight_utc)() = nullptr;
+  // UT (RFC 791).
+  uint32_t (*wall_clock_ms)() = &ms_since_midnight_utc;
 };
-
-uint32_t ms_since_midnight_utc();
 
 // Every frame given to on_frame() lands in exactly one of: a *_rx counter (a valid message for
 // us), ignored, or malformed.

@@ -669,7 +669,7 @@ uint32_t test_clock() { return g_stamp; }
 // and timestamps, byte for byte, but for the reply's IP ID and so its header checksum.
 TEST_F(NeighborAgentTest, EchoOptionsAreUpdatedAndEchoedAsLinuxDoes) {
   NeighborConfig cfg;
-  cfg.ms_since_midnight_utc = &test_clock;
+  cfg.wall_clock_ms = &test_clock;
   make(false, 0, cfg, {v4(10, 77, 0, 1)});
   struct Case {
     const char* req;
@@ -701,7 +701,7 @@ TEST_F(NeighborAgentTest, EchoOptionsAreUpdatedAndEchoedAsLinuxDoes) {
 // a pointer below the first slot is malformed, and options other than these two are not echoed.
 TEST_F(NeighborAgentTest, EchoOptionEdges) {
   NeighborConfig cfg;
-  cfg.ms_since_midnight_utc = &test_clock;
+  cfg.wall_clock_ms = &test_clock;
   make(false, 0, cfg);
   g_stamp = 0x0A0B0C0D;
   auto with_options = [](Bytes opts) {
