@@ -62,6 +62,7 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err,
   }
   PortConfig pc;
   pc.mtu = cfg.mtu;
+  pc.vlan = cfg.vlan.has_value();
   pc.num_mbufs = cfg.buffers;
   if (cfg.mac) pc.mac = *cfg.mac;
   std::string perr;

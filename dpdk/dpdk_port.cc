@@ -36,6 +36,7 @@ namespace roce::dpdk {
 namespace {
 
 constexpr uint32_t kEthHeaderLen = 14;
+constexpr uint32_t kVlanTagLen = 4;
 constexpr uint32_t kMinMtu = 68;  // RFC 791: the smallest MTU IPv4 must carry
 constexpr uint32_t kMaxMtu = 9000;
 
@@ -135,9 +136,14 @@ uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
 
 // The largest frame of `mtu`, rounded up to a cache line: the default mbuf data room and the
 // net_memif buffer size.
-uint32_t frame_buffer_size(uint32_t mtu) {
-  return round_up(mtu + kEthHeaderLen, RTE_CACHE_LINE_SIZE);
+// The longest frame a port of this configuration sends or takes: the MTU counts the IP
+// datagram, as Linux's and ethdev's do, so an 802.1Q tag comes on top of it.
+uint32_t frame_len_for(const PortConfig& config) {
+  return config.mtu + kEthHeaderLen + (config.vlan ? kVlanTagLen : 0);
 }
+
+// A buffer for one frame of frame_len bytes, in whole cache lines.
+uint32_t frame_buffer_size(uint32_t frame_len) { return round_up(frame_len, RTE_CACHE_LINE_SIZE); }
 
 // The largest MTU rte_eth_dev_configure accepts for this device, computed as ethdev does
 // (eth_dev_get_overhead_len in lib/ethdev): a frame of mtu + overhead must fit max_rx_pktlen.
@@ -246,8 +252,8 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortC
     // net_memif: one ring slot per frame (see kMemifBufferArg).
     if (name.rfind("net_memif", 0) == 0 && kvarg(probe_args, kMemifBufferArg).empty() &&
         config.mtu >= kMinMtu && config.mtu <= kMaxMtu) {
-      probe_args +=
-          std::string(",") + kMemifBufferArg + "=" + std::to_string(frame_buffer_size(config.mtu));
+      probe_args += std::string(",") + kMemifBufferArg + "=" +
+                    std::to_string(frame_buffer_size(frame_len_for(config)));
     }
     // rte_dev_probe gives 0, not -EEXIST, for a device already there (with no ethdev port:
     // one of another class, or one whose port was closed without removing it).
@@ -345,7 +351,8 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     return fail("mtu " + std::to_string(config.mtu) + " outside [" + std::to_string(kMinMtu) +
                 ", " + std::to_string(kMaxMtu) + "]");
   }
-  port->max_frame_len_ = config.mtu + kEthHeaderLen;
+  port->max_frame_len_ = frame_len_for(config);
+  const char* mtu_note = config.vlan ? " with a VLAN tag" : "";
 
   // The smallest data room the driver accepts, and the largest frame it carries.
   uint32_t driver_min_data = info.min_rx_bufsize;
@@ -354,8 +361,8 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     const uint32_t slot = framesz > kAfPacketSlotHeader ? framesz - kAfPacketSlotHeader : 0;
     if (port->max_frame_len_ > slot) {
       return fail("net_af_packet framesz=" + std::to_string(framesz) + " carries frames up to " +
-                  std::to_string(slot) + " B but mtu " + std::to_string(config.mtu) + " needs " +
-                  std::to_string(port->max_frame_len_) +
+                  std::to_string(slot) + " B but mtu " + std::to_string(config.mtu) + mtu_note +
+                  " needs " + std::to_string(port->max_frame_len_) +
                   " B: add blocksz=8192,framesz=8192,framecnt=512 to the vdev");
     }
     driver_min_data = std::max(driver_min_data, slot);
@@ -370,12 +377,12 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     const uint32_t bsize = devarg_u32(info, kMemifBufferArg, kMemifDefaultBufferSize);
     if (port->max_frame_len_ > bsize) {
       return fail("net_memif bsize=" + std::to_string(bsize) + " holds frames up to " +
-                  std::to_string(bsize) + " B but mtu " + std::to_string(config.mtu) + " needs " +
-                  std::to_string(port->max_frame_len_) +
+                  std::to_string(bsize) + " B but mtu " + std::to_string(config.mtu) + mtu_note +
+                  " needs " + std::to_string(port->max_frame_len_) +
                   " B, and frames spanning several ring slots are lost or duplicated when the "
                   "ring fills (DPDK 22.11): leave bsize out (the port sets it from the mtu) or "
                   "use bsize=" +
-                  std::to_string(frame_buffer_size(config.mtu)) + " on both sides");
+                  std::to_string(frame_buffer_size(port->max_frame_len_)) + " on both sides");
     }
     // A whole buffer fits one mbuf: the driver's receive path then copies without chaining.
     driver_min_data = std::max(driver_min_data, bsize);
@@ -383,7 +390,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
 
   uint32_t data_size = config.mbuf_data_size;
   if (data_size == 0) {
-    data_size = std::max(frame_buffer_size(config.mtu), driver_min_data);
+    data_size = std::max(frame_buffer_size(port->max_frame_len_), driver_min_data);
   } else if (data_size < port->max_frame_len_ || data_size < driver_min_data) {
     return fail("mbuf_data_size " + std::to_string(data_size) + " is below the " +
                 std::to_string(std::max(port->max_frame_len_, driver_min_data)) +

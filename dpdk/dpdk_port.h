@@ -30,14 +30,16 @@ struct rte_mbuf;
 namespace roce::dpdk {
 
 struct PortConfig {
-  // IP MTU. Frames are up to mtu + 14 bytes (Ethernet header, no VLAN, no FCS): the default
-  // carries a 4096-byte RoCE path MTU over IPv4 or IPv6. Up to 9000.
+  // IP MTU. Frames are up to mtu + 14 bytes (Ethernet header, no FCS), mtu + 18 with `vlan`:
+  // the default carries a 4096-byte RoCE path MTU over IPv4 or IPv6. Up to 9000.
   uint32_t mtu = 4200;
+  // Frames carry an 802.1Q tag: 4 bytes more than mtu + 14, as on a Linux VLAN interface.
+  bool vlan = false;
   // Buffers in the pool: rx ring + tx ring + what the engine holds + per-lcore caches.
   // 2^k - 1 fits the pool's ring best.
   uint32_t num_mbufs = 8191;
-  // Bytes of data room after the headroom; 0 picks the smallest that holds a frame of
-  // mtu + 14 and that the driver accepts (net_af_packet wants framesz - 32).
+  // Bytes of data room after the headroom; 0 picks the smallest that holds the longest frame
+  // (max_frame_len()) and that the driver accepts (net_af_packet wants framesz - 32).
   uint32_t mbuf_data_size = 0;
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;

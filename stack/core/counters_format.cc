@@ -36,6 +36,7 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "drop: P_Key", c.rx_pkey_mismatch);
   add(out, "drop: address mismatch", c.rx_addr_mismatch);
   add(out, "drop: not our MAC", c.rx_not_our_mac);
+  add(out, "drop: another VLAN", c.rx_other_vlan);
   add(out, "drop: UD Q_Key", c.ud_qkey_mismatch);
   add(out, "drop: UD no receive", c.ud_no_recv);
   add(out, "drop: UD too long", c.ud_too_long);

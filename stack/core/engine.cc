@@ -43,6 +43,7 @@ Engine::Engine(const EngineConfig& cfg, PacketIo* io, const Clock* clock)
   if (cfg_.ack_req_every == 0) cfg_.ack_req_every = 64;
   now_ = clock->now_ns();
   active_mtu_ = mtu_for_frame(io->max_frame_len(), cfg_.vlan, cfg_.max_mtu);
+  rx_vid_ = cfg_.vlan ? cfg_.vlan_tci & 0x0FFF : 0;
   doorbells_.init(cfg_.max_qps);
   qps_.resize(cfg_.max_qps);
   pd_users_.reserve(16);
@@ -293,6 +294,13 @@ void Engine::handle_rx(const PktBuf& b) {
   const wire::EthHdr& eth = info.eth();
   if (std::memcmp(eth.dst.data(), cfg_.mac.data(), 6) != 0) {
     ++ctr_.rx_not_our_mac;
+    return;
+  }
+  // Another VLAN is another network, even for a frame with our MAC and a QP's addresses
+  // (tenants' address spaces may overlap). An untagged frame has vlan_tci 0.
+  const uint16_t vid = info.vlan_tci & 0x0FFF;
+  if (vid != 0 && vid != rx_vid_) [[unlikely]] {
+    ++ctr_.rx_other_vlan;
     return;
   }
   ++ctr_.rx_roce;

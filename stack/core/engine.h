@@ -40,6 +40,9 @@ struct EngineConfig {
   Mac mac{0x02, 0, 0, 0, 0, 0x01};
   // GID table of the port: RoCEv2 GIDs (IPv6 addresses; ::ffff:a.b.c.d for IPv4).
   std::vector<Gid> gids;
+  // Frames are sent with an 802.1Q tag of vlan_tci. Received ones count as ours untagged,
+  // priority-tagged (VID 0) or tagged with this VID; another VID is another network, dropped
+  // (rx_other_vlan), as the neighbour agent ignores it. Without vlan, only VID 0 is ours.
   bool vlan = false;
   uint16_t vlan_tci = 0;  // PCP(3) DEI(1) VID(12)
   // Largest IB path MTU the port offers (also capped by the port's frame size).
@@ -83,6 +86,7 @@ struct EngineCounters {
   uint64_t rx_pkey_mismatch = 0;
   uint64_t rx_addr_mismatch = 0;  // source/destination IP not the QP's path
   uint64_t rx_not_our_mac = 0;
+  uint64_t rx_other_vlan = 0;    // tagged with a VID that is not the port's (EngineConfig::vlan)
   uint64_t tx_no_buffer = 0;     // alloc failed: output deferred
   uint64_t tx_backpressure = 0;  // tx_burst took fewer than offered
   uint64_t cq_overflow = 0;
@@ -376,6 +380,7 @@ class Engine {
   uint64_t now_ = 0;
   uint64_t poll_seq_ = 0;  // polls so far (plain ACKs wait for the poll after their own)
   Mtu active_mtu_ = Mtu::k1024;
+  uint16_t rx_vid_ = 0;  // the VID received frames may carry besides 0 (EngineConfig::vlan)
   EngineCounters ctr_{};
   MrTable mrs_;
   NeighborTable neighbors_;

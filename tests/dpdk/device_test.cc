@@ -249,6 +249,26 @@ TEST(DeviceConfigOverDpdk, TheMtuSizesThePort) {
   EXPECT_EQ(d->max_frame_len(), 1514u);
 }
 
+// The mtu counts the IP datagram, as a Linux VLAN interface's does: with `vlan` the port takes
+// frames 4 bytes longer (the tag), so the RoCE path MTU is the one the same mtu gives untagged.
+// It used to be mtu + 14 whatever the tag: at mtu 1108 an untagged device offered 1024 and a
+// tagged one 512, and an IP datagram of the full mtu from a tagged peer was dropped.
+TEST(DeviceConfigOverDpdk, AVlanTagComesOnTopOfTheMtu) {
+  std::string err;
+  for (const bool vlan : {false, true}) {
+    SCOPED_TRACE(vlan ? "vlan=100" : "untagged");
+    DeviceConfig cfg;
+    const std::string port = vlan ? "port=net_null43" : "port=net_null44";
+    ASSERT_TRUE(parse_device_string(
+        port + "; ipv4=192.0.2.1/24; mtu=1108" + (vlan ? "; vlan=100" : ""), &cfg, &err))
+        << err;
+    std::unique_ptr<Device> d = Device::open(cfg, &err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(d->max_frame_len(), vlan ? 1126u : 1122u);
+    EXPECT_EQ(d->active_mtu(), Mtu::k1024);
+  }
+}
+
 // EAL starts once per process, with the first device's eal arguments. A later device with eal
 // arguments EAL was not started with fails its open, naming them; it used to run without them
 // (a second memif device's --single-file-segments, needed for zero-copy, silently lost).

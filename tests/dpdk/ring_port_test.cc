@@ -221,6 +221,22 @@ TEST(RingPair, DropsFramesLongerThanTheMtu) {
   EXPECT_EQ(pair->a().buffers_in_use(), 0u);
 }
 
+// With `vlan` the MTU still counts the IP datagram: frames are up to mtu + 18.
+TEST(RingPair, AVlanPortTakesTheTagOnTopOfTheMtu) {
+  PortConfig config;
+  config.mtu = 1500;
+  config.vlan = true;
+  auto pair = make_pair(config);
+  ASSERT_NE(pair, nullptr);
+  EXPECT_EQ(pair->a().max_frame_len(), 1518u);
+  ASSERT_GT(pair->a().buffer_capacity(), 1519u);
+  send_all(pair->a(), {make_frame(1519, 1), make_frame(1518, 2)});
+  const auto got = receive(pair->b(), 2, 300ms);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], make_frame(1518, 2));
+  EXPECT_EQ(pair->b().counters().rx_dropped_oversize, 1u);
+}
+
 // A chained frame is what net_pcap delivers for frames bigger than its mbufs, and what a peer
 // may send; the engine must only ever see one contiguous frame.
 TEST(RingPair, ChainedFramesAreLinearizedOrDropped) {

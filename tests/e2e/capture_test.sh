@@ -6,11 +6,7 @@
 #   - scripts/icrc_check.py, an ICRC implementation of its own (and scapy's for IPv4), finds
 #     every frame's ICRC right;
 #   - roce-pcap check (the stack's own parser) parses and rebuilds every frame byte for byte.
-# tshark's heuristic payload dissectors (RPC over RDMA, iSER, SDP, ...) are turned off: they
-# try to read the test pattern in SEND payloads as their protocols and call that malformed.
-# RoCEv2 over IPv6 carries UDP checksum 0 (as Linux rxe does: see tests/data/*ipv6*.pcap, which
-# tshark flags the same way); tshark's own preference for zero IPv6 UDP checksums (RFC 6935 /
-# 6936, udp.ignore_ipv6_zero_checksum) accepts that.
+# (tshark's options: TSHARK_OPTS in lib.sh.)
 #
 # Usage: capture_test.sh ROCE_PERF ROCE_PCAP
 E2E_NAME=capture
@@ -18,14 +14,7 @@ PERF=${1:?roce-perf binary}
 ROCE_PCAP=${2:?roce-pcap binary}
 source "$(dirname "$0")/lib.sh"
 require_netns
-command -v tshark >/dev/null || skip "needs tshark"
-[[ -x $PYTHON ]] && $PYTHON -c 'import scapy.contrib.roce' 2>/dev/null || skip "needs python3-scapy"
-
-HEUR=(-o udp.ignore_ipv6_zero_checksum:TRUE)
-for h in eth_over_ib fc_infiniband sdp_infiniband iser_infiniband rpcrdma_infiniband \
-  smb_direct_infiniband smcr_infiniband nvme_rdma mellanox_eoib lnet_ib; do
-  HEUR+=(--disable-heuristic "$h")
-done
+require_capture_tools
 
 testbed_up 2
 declare -A GID=([write_bw]=1 [read_bw]=2 [send_bw]=2 [atomic_bw]=1)
@@ -48,23 +37,9 @@ for cap in "${captures[@]}"; do
   frames=$(tshark -r "$cap" 2>/dev/null | wc -l)
   roce=$(tshark -r "$cap" -Y infiniband 2>/dev/null | wc -l)
   ((roce > 0)) || die "$name: tshark sees no RoCE frame ($frames frames)"
-  expert=$(tshark -r "$cap" "${HEUR[@]}" -z expert -q 2>/dev/null)
-  if grep -q "^Errors (" <<<"$expert"; then
-    echo "$expert"
-    die "$name: tshark reports expert errors"
-  fi
-  malformed=$(tshark -r "$cap" "${HEUR[@]}" -V 2>/dev/null | grep -c "Malformed" || true)
-  ((malformed == 0)) || die "$name: tshark finds $malformed malformed frames"
-  icrc=$("$PYTHON" "$REPO/scripts/icrc_check.py" "$cap") || {
-    echo "$icrc" | tail -n 20
-    die "$name: icrc_check.py failed"
-  }
-  pcheck=$("$ROCE_PCAP" check "$cap" 2>&1) || {
-    echo "$pcheck" | tail -n 20
-    die "$name: roce-pcap check failed"
-  }
-  log "$name: $frames frames, $roce RoCE; tshark: no malformed frame, no expert error; $(head -n 1 <<<"$icrc")"
-  summaries+="$icrc"$'\n'
+  check_capture "$name" "$cap" "$ROCE_PCAP"
+  log "$name: $frames frames, $roce RoCE; tshark: no malformed frame, no expert error; $(head -n 1 <<<"$CAPTURE_ICRC")"
+  summaries+="$CAPTURE_ICRC"$'\n'
 done
 # Both GID families made it into the captures.
 grep -q "([1-9][0-9]* IPv4" <<<"$summaries" || die "no IPv4 RoCE frame in the captures"

@@ -105,3 +105,43 @@ verified_bytes() {
 
 # The bandwidth report lines (one per size) of a roce-perf output.
 report_lines() { grep -E '^ [0-9]+ +[0-9]+ ' "$1" || true; }
+
+# tshark's options for RoCE captures. Its heuristic payload dissectors (RPC over RDMA, iSER,
+# SDP, ...) are turned off: they try to read the test pattern in SEND payloads as their protocols
+# and call that malformed. RoCEv2 over IPv6 carries UDP checksum 0 (as Linux rxe does: see
+# tests/data/*ipv6*.pcap, which tshark flags the same way); tshark's own preference for zero IPv6
+# UDP checksums (RFC 6935 / 6936, udp.ignore_ipv6_zero_checksum) accepts that.
+TSHARK_OPTS=(-o udp.ignore_ipv6_zero_checksum:TRUE)
+for h in eth_over_ib fc_infiniband sdp_infiniband iser_infiniband rpcrdma_infiniband \
+  smb_direct_infiniband smcr_infiniband nvme_rdma mellanox_eoib lnet_ib; do
+  TSHARK_OPTS+=(--disable-heuristic "$h")
+done
+
+# Skips unless tshark and python3-scapy (for scripts/icrc_check.py) are there.
+require_capture_tools() {
+  command -v tshark >/dev/null || skip "needs tshark"
+  [[ -x $PYTHON ]] && $PYTHON -c 'import scapy.contrib.roce' 2>/dev/null || skip "needs python3-scapy"
+}
+
+# check_capture LABEL FILE ROCE_PCAP: dies unless tshark decodes FILE with no malformed frame
+# and no expert error, scripts/icrc_check.py (an ICRC of its own, and scapy's for IPv4) finds
+# every frame's ICRC right, and roce-pcap check (the stack's own parser) parses and rebuilds
+# every frame byte for byte. Sets CAPTURE_ICRC to icrc_check.py's summary.
+check_capture() {
+  local label=$1 cap=$2 roce_pcap=$3 expert malformed pcheck
+  expert=$(tshark -r "$cap" "${TSHARK_OPTS[@]}" -z expert -q 2>/dev/null)
+  if grep -q "^Errors (" <<<"$expert"; then
+    echo "$expert"
+    die "$label: tshark reports expert errors"
+  fi
+  malformed=$(tshark -r "$cap" "${TSHARK_OPTS[@]}" -V 2>/dev/null | grep -c "Malformed" || true)
+  ((malformed == 0)) || die "$label: tshark finds $malformed malformed frames"
+  CAPTURE_ICRC=$("$PYTHON" "$REPO/scripts/icrc_check.py" "$cap") || {
+    echo "$CAPTURE_ICRC" | tail -n 20
+    die "$label: icrc_check.py failed"
+  }
+  pcheck=$("$roce_pcap" check "$cap" 2>&1) || {
+    echo "$pcheck" | tail -n 20
+    die "$label: roce-pcap check failed"
+  }
+}

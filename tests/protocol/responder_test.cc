@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "../support/scripted_port.h"
 #include "stack/wire/icrc.h"
@@ -896,6 +897,72 @@ TEST(Responder, MalformedAndMisaddressedPacketsAreCountedAndDropped) {
   // returns them when it goes.
   h.destroy_engine();
   EXPECT_EQ(h.port().outstanding(), 0u) << "buffers leaked";
+}
+
+// Another VLAN is another network (IEEE 802.1Q): a frame tagged with a VID that is not the
+// port's is counted and dropped before any QP sees it, even one with our MAC and the QP's
+// addresses, since tenants on different VLANs may use the same addresses. Untagged and
+// priority-tagged (VID 0) frames are ours, as they are the neighbour agent's, and our own frames
+// carry the port's tag whatever the request's. The engine used to take any VID.
+TEST(Responder, FramesOfAnotherVlanAreDropped) {
+  constexpr uint16_t kTci = 3 << 13 | 100;  // PCP 3, VID 100
+  ProtocolHarness::Options o;
+  o.vlan_tci = kTci;
+  o.cc = CcKind::kDcqcn;
+  ProtocolHarness h(o);
+  const EngineCounters& c = h.engine().counters();
+  for (uint64_t i = 0; i < 4; ++i) h.post_recv(i, i * 256, 256);
+  uint32_t psn = P0;
+  // Ours: our VID (another priority), untagged, priority-tagged.
+  for (std::optional<uint16_t> tag :
+       {std::optional<uint16_t>(5 << 13 | 100), std::optional<uint16_t>(),
+        std::optional<uint16_t>(5 << 13)}) {
+    h.set_peer_vlan(tag);
+    auto out = h.exchange({h.peer_frame(op::kRcSendOnly, psn, {}, 16)});
+    ASSERT_EQ(out.size(), 1u) << "tag " << (tag ? *tag : -1);
+    EXPECT_EQ(out[0].opcode(), op::kRcAck);
+    EXPECT_EQ(out[0].psn(), psn);
+    EXPECT_TRUE(out[0].info.has_vlan);
+    EXPECT_EQ(out[0].info.vlan_tci, kTci);
+    psn = psn_add(psn, 1);
+  }
+  EXPECT_EQ(h.completions().size(), 3u);
+  EXPECT_EQ(c.rx_other_vlan, 0u);
+  // Another VID, with everything else right: no ACK, no completion, no effect on the QP's rate.
+  const double line = EngineConfig{}.dcqcn.line_gbps;
+  h.set_peer_vlan(5 << 13 | 200);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcSendOnly, psn, {}, 16)}).empty());
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kCnp, 0, {}, 0, false)}).empty());
+  EXPECT_EQ(c.rx_other_vlan, 2u);
+  EXPECT_EQ(c.cnps_received, 0u);
+  EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), line);
+  EXPECT_TRUE(h.completions().empty());
+  EXPECT_EQ(h.qp()->counters_.rx_packets, 3u);
+  // The same SEND on our VLAN is the next in sequence: the dropped one did not count.
+  h.set_peer_vlan(kTci);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, psn, {}, 16)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(out[0].psn(), psn);
+  EXPECT_EQ(h.completions().size(), 1u);
+}
+
+// A port without a VLAN takes untagged and priority-tagged frames only.
+TEST(Responder, AnUntaggedPortDropsTaggedFrames) {
+  ProtocolHarness h;
+  const EngineCounters& c = h.engine().counters();
+  h.post_recv(1, 0, 256);
+  h.post_recv(2, 256, 256);
+  h.set_peer_vlan(100);
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 16)}).empty());
+  EXPECT_EQ(c.rx_other_vlan, 1u);
+  h.set_peer_vlan(7 << 13);  // VID 0, PCP 7
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 16)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_FALSE(out[0].info.has_vlan);
+  EXPECT_EQ(h.completions().size(), 1u);
+  EXPECT_EQ(c.rx_other_vlan, 1u);
 }
 
 TEST(Responder, PacketsToQpInResetOrInitAreDropped) {

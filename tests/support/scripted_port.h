@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "stack/core/engine.h"
@@ -85,6 +86,7 @@ class ProtocolHarness {
     CcKind cc = CcKind::kEngineDefault;  // the QP's congestion control
     bool stop_at_rtr = false;            // connect() leaves the QP in RTR (a responder only)
     bool sq_sig_all = false;             // QpInitAttr::sq_sig_all
+    int vlan_tci = -1;                   // >= 0: the engine's EngineConfig::vlan_tci (tagged)
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
@@ -115,6 +117,11 @@ class ProtocolHarness {
   void set_peer_traffic_class(uint8_t tc) { peer_path_.traffic_class = tc; }
   // Source address of the frames peer_frame builds from now on (another host's, say).
   void set_peer_source(const Gid& gid) { peer_path_.src_gid = gid; }
+  // 802.1Q tag of the frames peer_frame builds from now on (none: untagged).
+  void set_peer_vlan(std::optional<uint16_t> tci) {
+    peer_path_.has_vlan = tci.has_value();
+    peer_path_.vlan_tci = tci.value_or(0);
+  }
   // Solicited Event bit of the frames peer_frame builds from now on.
   void set_peer_solicited(bool se) { peer_solicited_ = se; }
 
