@@ -40,6 +40,7 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "drop: UD Q_Key", c.ud_qkey_mismatch);
   add(out, "drop: UD no receive", c.ud_no_recv);
   add(out, "drop: UD too long", c.ud_too_long);
+  add(out, "drop: UD not our address", c.ud_not_our_address);
   add(out, "tx_no_buffer", c.tx_no_buffer);
   add(out, "tx_backpressure", c.tx_backpressure);
   add(out, "cq_overflow", c.cq_overflow);

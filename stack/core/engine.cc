@@ -261,6 +261,20 @@ bool Engine::check_path(const Qp& qp, const PacketInfo& info) {
          std::memcmp(ip.dst.data(), p.src_gid.data() + 12, 4) == 0;
 }
 
+bool Engine::dst_is_ours(const PacketInfo& info) const {
+  Gid dst{};
+  if (info.family == wire::IpFamily::kIpv6) {
+    std::memcpy(dst.data(), info.ipv6().dst.data(), 16);
+  } else {
+    dst[10] = dst[11] = 0xFF;  // ::ffff:a.b.c.d, as the GID table holds IPv4 addresses
+    std::memcpy(dst.data() + 12, info.ipv4().dst.data(), 4);
+  }
+  for (const Gid& g : cfg_.gids) {
+    if (g == dst) return true;
+  }
+  return false;
+}
+
 namespace {
 // P_Key: the low 15 bits must match, and at least one side must be a full member (IBA 10.9.3).
 // Our only P_Key is the default 0xFFFF, a full member, so the packet's membership bit does not
@@ -345,6 +359,13 @@ void Engine::handle_rx(const PktBuf& b) {
     return;
   }
   if (t == QpType::kUd) {
+    // Connected QPs check both addresses against their path (check_path); a UD QP takes
+    // datagrams from anyone, but only to this port's addresses (as rxe's rxe_chk_dgid): one
+    // sent to our MAC for another IP, or to a multicast group (none is supported), is not ours.
+    if (!dst_is_ours(info)) {
+      ++ctr_.ud_not_our_address;
+      return;
+    }
     ud_receive(*q, info);
     return;
   }

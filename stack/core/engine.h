@@ -93,7 +93,8 @@ struct EngineCounters {
   uint64_t ud_qkey_mismatch = 0;
   uint64_t ud_no_recv = 0;
   uint64_t ud_too_long = 0;
-  uint64_t neighbor_wait = 0;  // sends held while a destination MAC resolves
+  uint64_t ud_not_our_address = 0;  // destination IP not in the GID table (nor multicast)
+  uint64_t neighbor_wait = 0;       // sends held while a destination MAC resolves
   // Sends whose destination never resolved: RC / UC WQEs failed, UD datagrams dropped.
   uint64_t neighbor_failed_sends = 0;
   uint64_t rx_ce = 0;  // CE-marked RoCE packets received
@@ -212,6 +213,8 @@ class Engine {
   friend class EngineTestPeer;
   // engine.cc
   void handle_rx(const PktBuf& b);
+  // Whether the packet's destination IP is one of the port's GIDs (a UD datagram's check).
+  bool dst_is_ours(const wire::PacketInfo& info) const;
   bool check_path(const Qp& qp, const wire::PacketInfo& info);
   PktBuf* tx_buf();
   // Where a frame's payload goes in `b`, behind `hdr_len` bytes of headers: on a 32-byte

@@ -1110,6 +1110,21 @@ TEST(Responder, ACnpFromAnotherHostIsIgnored) {
   EXPECT_EQ(h.qp()->cc_.rp.rate_gbps(), line / 2);  // alpha 1
 }
 
+ProtocolHarness::Options ud_options(bool ipv6 = false) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  o.ipv6 = ipv6;
+  return o;
+}
+
+// A DETH with the harness's Q_Key, from source QP 0x345.
+wire::ExtHeaders ud_deth(uint32_t qkey) {
+  wire::ExtHeaders e;
+  e.deth.qkey.set(qkey);
+  e.deth.src_qp.set(0x345);
+  return e;
+}
+
 // UD (IBA 9.8): the receive buffer gets the 40-byte GRH area (RoCEv2 over IPv4: 20 zero bytes,
 // then the IPv4 header), then the payload; the completion carries the source QP from the DETH,
 // the GRH flag and the immediate. The QP counts the datagram and its bytes, as it does for
@@ -1117,14 +1132,10 @@ TEST(Responder, ACnpFromAnotherHostIsIgnored) {
 TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
   for (bool ipv6 : {false, true}) {
     SCOPED_TRACE(ipv6 ? "IPv6" : "IPv4");
-    ProtocolHarness::Options o;
-    o.qp_type = QpType::kUd;
-    o.ipv6 = ipv6;
+    const ProtocolHarness::Options o = ud_options(ipv6);
     ProtocolHarness h(o);
     h.post_recv(1, 0, 40 + 100);
-    wire::ExtHeaders e;
-    e.deth.qkey.set(o.qkey);
-    e.deth.src_qp.set(0x345);
+    wire::ExtHeaders e = ud_deth(o.qkey);
     const uint8_t imm[4] = {0x11, 0x22, 0x33, 0x44};
     std::memcpy(e.imm.data.data(), imm, 4);
     const auto f = h.peer_frame(op::kUdSendOnlyImm, 7, e, 100, false);
@@ -1152,18 +1163,47 @@ TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
 // A datagram longer than its receive buffer, with the 40-byte GRH area, completes the receive
 // with LOC_LEN_ERR and is counted; nothing is written.
 TEST(Responder, UdDatagramLongerThanTheReceiveIsALengthError) {
-  ProtocolHarness::Options o;
-  o.qp_type = QpType::kUd;
+  const ProtocolHarness::Options o = ud_options();
   ProtocolHarness h(o);
   h.post_recv(1, 0, 40 + 99);
-  wire::ExtHeaders e;
-  e.deth.qkey.set(o.qkey);
-  e.deth.src_qp.set(0x345);
+  const wire::ExtHeaders e = ud_deth(o.qkey);
   EXPECT_TRUE(h.exchange({h.peer_frame(op::kUdSendOnly, 7, e, 100, false)}).empty());
   auto c = h.completions();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].status, WcStatus::kLocLenErr);
   EXPECT_EQ(h.engine().counters().ud_too_long, 1u);
   EXPECT_EQ(h.mem()[20], 0);  // where the GRH area's IPv4 header would start
+}
+
+// A UD QP takes datagrams from anyone, but only to the port's own addresses (rxe's
+// rxe_chk_dgid): one sent to our MAC for another IP, or to a multicast group, is counted and
+// dropped, its receive left posted. Any such datagram used to complete a receive.
+TEST(Responder, UdDatagramToAnotherAddressIsDropped) {
+  for (bool ipv6 : {false, true}) {
+    SCOPED_TRACE(ipv6 ? "IPv6" : "IPv4");
+    const ProtocolHarness::Options o = ud_options(ipv6);
+    ProtocolHarness h(o);
+    h.post_recv(1, 0, 40 + 100);
+    wire::ExtHeaders e = ud_deth(o.qkey);
+    const Gid ours = ipv6 ? h.engine().config().gids[0] : h.engine().config().gids[1];
+    Gid other = ours;
+    other[15] ^= 0x10;
+    Gid group = ipv6 ? Gid{0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+                     : Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 239, 1, 1, 1};
+    for (const Gid& dst : {other, group}) {
+      h.set_peer_destination(dst);
+      EXPECT_TRUE(h.exchange({h.peer_frame(op::kUdSendOnly, 7, e, 100, false)}).empty());
+    }
+    EXPECT_EQ(h.engine().counters().ud_not_our_address, 2u);
+    EXPECT_TRUE(h.completions().empty());
+    EXPECT_EQ(h.qp()->counters_.rx_packets, 0u);
+    // The receive is still there for a datagram to us.
+    h.set_peer_destination(ours);
+    EXPECT_TRUE(h.exchange({h.peer_frame(op::kUdSendOnly, 8, e, 100, false)}).empty());
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(h.mem()[40], 8);
+  }
 }
 }  // namespace

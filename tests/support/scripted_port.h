@@ -117,6 +117,8 @@ class ProtocolHarness {
   void set_peer_traffic_class(uint8_t tc) { peer_path_.traffic_class = tc; }
   // Source address of the frames peer_frame builds from now on (another host's, say).
   void set_peer_source(const Gid& gid) { peer_path_.src_gid = gid; }
+  // Destination address of the frames peer_frame builds from now on (not ours, say).
+  void set_peer_destination(const Gid& gid) { peer_path_.dst_gid = gid; }
   // 802.1Q tag of the frames peer_frame builds from now on (none: untagged).
   void set_peer_vlan(std::optional<uint16_t> tci) {
     peer_path_.has_vlan = tci.has_value();
