@@ -53,6 +53,8 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "paced (pacer waits)", c.paced);
   add(out, "farewell_acks", c.farewell_acks);
   add(out, "port_budget_waits", c.port_budget_waits);
+  add(out, "loopback_frames (to our own MAC, not through the port)", c.loopback_frames);
+  add(out, "loopback_waits (the loopback ring was full)", c.loopback_waits);
   e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
   return out;
 }

@@ -52,6 +52,7 @@ Engine::Engine(const EngineConfig& cfg, PacketIo* io, const Clock* clock)
 Engine::~Engine() {
   // Return every buffer we still hold to the port.
   if (n_txq_) io_->free(txq_, static_cast<uint16_t>(n_txq_));
+  if (n_loop_) io_->free(loop_, static_cast<uint16_t>(n_loop_));
   if (n_spare_) io_->free(spare_, static_cast<uint16_t>(n_spare_));
 }
 
@@ -84,6 +85,10 @@ bool Engine::poll() {
       handle_rx(rx_[i]);
     }
     io_->free(rx_, n);
+  }
+  if (n_loop_) [[unlikely]] {
+    work = true;
+    deliver_loopback();
   }
 
   doorbells_.drain([this](uint32_t qpn) {
@@ -261,6 +266,13 @@ bool Engine::check_path(const Qp& qp, const PacketInfo& info) {
          std::memcmp(ip.dst.data(), p.src_gid.data() + 12, 4) == 0;
 }
 
+bool Engine::is_own_gid(const Gid& gid) const {
+  for (const Gid& g : cfg_.gids) {
+    if (g == gid) return true;
+  }
+  return false;
+}
+
 bool Engine::dst_is_ours(const PacketInfo& info) const {
   Gid dst{};
   if (info.family == wire::IpFamily::kIpv6) {
@@ -269,10 +281,7 @@ bool Engine::dst_is_ours(const PacketInfo& info) const {
     dst[10] = dst[11] = 0xFF;  // ::ffff:a.b.c.d, as the GID table holds IPv4 addresses
     std::memcpy(dst.data() + 12, info.ipv4().dst.data(), 4);
   }
-  for (const Gid& g : cfg_.gids) {
-    if (g == dst) return true;
-  }
-  return false;
+  return is_own_gid(dst);
 }
 
 namespace {
@@ -450,10 +459,51 @@ bool Engine::send_raw(const uint8_t* frame, uint32_t len) {
   return true;
 }
 
+// A NIC does not put a frame for its own MAC on the wire (nor would the wire bring it back):
+// loopback traffic is handed from the engine's transmit side to its receive side, as rxe's
+// rxe_loopback does for a destination that is one of its own addresses. Such frames are sent
+// (tx counters, capture) and received (rx counters, capture) in full, ICRC included.
+uint32_t Engine::divert_loopback() {
+  uint32_t kept = 0;
+  uint32_t i = 0;
+  for (; i < n_txq_; ++i) {
+    PktBuf& b = txq_[i];
+    if (std::memcmp(b.data, cfg_.mac.data(), 6) != 0) [[likely]] {
+      if (kept != i) txq_[kept] = b;
+      ++kept;
+      continue;
+    }
+    if (n_loop_ == kLoopCap) {  // the next poll receives them and makes room
+      ++ctr_.loopback_waits;
+      break;
+    }
+    loop_[n_loop_++] = b;
+    ++ctr_.loopback_frames;
+    ++ctr_.tx_frames;
+    ctr_.tx_bytes += b.len;
+  }
+  if (kept != i) {
+    std::memmove(txq_ + kept, txq_ + i, (n_txq_ - i) * sizeof(PktBuf));
+    n_txq_ -= i - kept;
+  }
+  return kept;
+}
+
+void Engine::deliver_loopback() {
+  // Frames these answers loop back (an ACK flushed at once) join loop_ behind them and wait
+  // for the next poll.
+  const uint32_t n = n_loop_;
+  for (uint32_t i = 0; i < n; ++i) handle_rx(loop_[i]);
+  io_->free(loop_, static_cast<uint16_t>(n));
+  n_loop_ -= n;
+  if (n_loop_) std::memmove(loop_, loop_ + n, n_loop_ * sizeof(PktBuf));
+}
+
 void Engine::flush_tx() {
+  const uint32_t ready = loopback_used_ ? divert_loopback() : n_txq_;
   uint32_t sent = 0;
-  while (sent < n_txq_) {
-    const uint16_t chunk = static_cast<uint16_t>(n_txq_ - sent > 256 ? 256 : n_txq_ - sent);
+  while (sent < ready) {
+    const uint16_t chunk = static_cast<uint16_t>(ready - sent > 256 ? 256 : ready - sent);
     const uint16_t k = io_->tx_burst(txq_ + sent, chunk);
     for (uint16_t i = 0; i < k; ++i) {
       ctr_.tx_bytes += txq_[sent + i].len;

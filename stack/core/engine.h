@@ -104,6 +104,8 @@ struct EngineCounters {
   uint64_t paced = 0;          // times a QP waited for its pacer
   uint64_t farewell_acks = 0;  // re-sent last ACKs of destroyed RC QPs
   uint64_t port_budget_waits = 0;  // times a requester waited for the port's in-flight budget
+  uint64_t loopback_frames = 0;    // frames to our own MAC, received without the port
+  uint64_t loopback_waits = 0;     // times such frames waited for room in the loopback ring
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -215,6 +217,7 @@ class Engine {
   void handle_rx(const PktBuf& b);
   // Whether the packet's destination IP is one of the port's GIDs (a UD datagram's check).
   bool dst_is_ours(const wire::PacketInfo& info) const;
+  bool is_own_gid(const Gid& gid) const;
   bool check_path(const Qp& qp, const wire::PacketInfo& info);
   PktBuf* tx_buf();
   // Where a frame's payload goes in `b`, behind `hdr_len` bytes of headers: on a 32-byte
@@ -258,6 +261,11 @@ class Engine {
   }
   bool tx_room() const { return n_txq_ < kTxqCap - 1; }
   void flush_tx();
+  // Moves the frames of txq_ addressed to our own MAC to loop_; returns how many of those left
+  // at its front may go to the port (the rest wait: loop_ was full).
+  uint32_t divert_loopback();
+  // Receives the frames flush_tx looped back, as if they came from the port.
+  void deliver_loopback();
   void fire_timer(TimerNode& n);
   void schedule_req(Qp& qp);
   void schedule_resp(Qp& qp);
@@ -417,6 +425,12 @@ class Engine {
   PktBuf spare_[kSpareCap];
   uint32_t n_spare_ = 0;
   PktBuf rx_[256];
+  // Frames to this port's own MAC (loopback: a QP connected to another QP of this port, a UD
+  // datagram to one of its GIDs), taken out of txq_ by flush_tx and received at the next poll.
+  static constexpr uint32_t kLoopCap = 512;
+  PktBuf loop_[kLoopCap];
+  uint32_t n_loop_ = 0;
+  bool loopback_used_ = false;  // a path or AH has led to our own GID: flush_tx looks for it
 
   Tap tap_ = nullptr;
   void* tap_ctx_ = nullptr;

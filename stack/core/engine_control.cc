@@ -203,7 +203,11 @@ bool Engine::build_path(const AhAttr& ah, uint32_t lqpn, uint32_t rqpn, wire::Pa
   p.hop_limit = 64;
   p.flow_label = v4 ? 0 : ah.flow_label;
   p.udp_sport = roce_udp_sport(ah.flow_label, lqpn, rqpn);
-  if (auto mac = neighbors_.lookup(ah.dgid)) {
+  if (is_own_gid(ah.dgid)) {
+    p.dst_mac = cfg_.mac;  // loopback: flush_tx hands such frames to our own receive side
+    loopback_used_ = true;
+    *ready = true;
+  } else if (auto mac = neighbors_.lookup(ah.dgid)) {
     p.dst_mac = *mac;
     *ready = true;
   } else {
@@ -220,7 +224,7 @@ bool Engine::build_path(const AhAttr& ah, uint32_t lqpn, uint32_t rqpn, wire::Pa
 // old one until their retries run out.
 void Engine::on_neighbor_resolved(const Gid& ip) {
   auto mac = neighbors_.lookup(ip);
-  if (!mac) return;
+  if (!mac || is_own_gid(ip)) return;  // our own address stays ours (loopback), whoever claims it
   for (auto& q : qps_) {
     if (!q || q->path_.dst_gid != ip) continue;
     q->set_dst_mac(*mac);

@@ -679,6 +679,54 @@ TEST(Requester, UdControlledQkeyMeansTheQpsOwn) {
   EXPECT_EQ(out[1].info.ext<wire::Deth>(wire::Ext::kDeth).qkey.get(), 0x1234u);
 }
 
+// A UD datagram to one of the port's own GIDs (here the QP's own number) is looped back: it is
+// received by the port's own engine and never reaches the port. It used to wait for the port's
+// own address to resolve.
+TEST(Requester, UdDatagramToAnOwnGidIsLoopedBack) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  for (uint32_t i = 0; i < 16; ++i) h.mem()[i] = static_cast<uint8_t>(0xC0 + i);
+  h.post_recv(7, 4096, 40 + 16);
+  uint32_t ah = 0;
+  AhAttr at;
+  at.dgid = h.engine().config().gids[1];
+  at.sgid_index = 1;
+  ASSERT_EQ(h.engine().create_ah(h.qp()->init_attr().pd, at, &ah), 0);
+  Sge s{h.addr(0), 16, h.rkey()};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.ah = ah;
+  wr.remote_qpn = h.qp()->qpn();
+  wr.remote_qkey = o.qkey;
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  EXPECT_TRUE(h.exchange().empty()) << "a frame reached the port";
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 2u);
+  for (const Cqe& e : c) EXPECT_EQ(e.status, WcStatus::kSuccess);
+  const Cqe& recv = c[0].wr_id == 7 ? c[0] : c[1];
+  EXPECT_EQ(recv.wr_id, 7u);
+  EXPECT_EQ(recv.byte_len, 40u + 16u);
+  EXPECT_EQ(recv.src_qp, h.qp()->qpn());
+  EXPECT_EQ(std::memcmp(h.mem() + 4096 + 40, h.mem(), 16), 0);
+  EXPECT_EQ(h.engine().counters().loopback_frames, 1u);
+  EXPECT_EQ(h.engine().counters().neighbor_wait, 0u);
+  // Another station claiming the address (an ARP or NA the agent learned) changes nothing: the
+  // port's own address stays its own.
+  h.engine().neighbors().add_static(at.dgid, Mac{0x02, 0, 0, 0, 0, 0x77});
+  h.engine().on_neighbor_resolved(at.dgid);
+  h.post_recv(8, 8192, 40 + 16);
+  wr.wr_id = 2;
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  EXPECT_TRUE(h.exchange().empty()) << "a frame reached the port";
+  EXPECT_EQ(h.completions().size(), 2u);
+  EXPECT_EQ(h.engine().counters().loopback_frames, 2u);
+}
+
 // A UD QP sends only through address handles of its own protection domain (as rdmavt checks):
 // one of another PD is a local QP operation error, and the QP goes to SQE. It was sent.
 TEST(Requester, UdAddressHandleOfAnotherPdIsRefused) {

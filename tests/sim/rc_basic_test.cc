@@ -127,4 +127,143 @@ TEST_F(RcBasic, MultiPacketWriteReadAtomic) {
   ASSERT_EQ(ca[0].status, WcStatus::kSuccess);
   EXPECT_EQ(*counter, 7u);
 }
+// Loopback: two RC QPs of one port, connected to each other through the port's own GID, as a
+// program connects two QPs of one device (rxe loops such packets back in rxe_loopback; a NIC
+// does it inside). WRITE, READ, SEND and an atomic work, in both GID families and with a
+// window's worth of frames in flight, and no frame reaches the port. They used to wait for an
+// ARP / ND answer for the port's own address, which never came.
+TEST(Loopback, TwoQpsOfOnePortTalkWithoutThePort) {
+  for (const int gid_index : {1, 0}) {
+    SCOPED_TRACE(gid_index == 1 ? "IPv4" : "IPv6");
+    sim::SimNetwork net(7);
+    HostOptions ho;
+    ho.mem_bytes = 16u << 20;
+    SimHost h(net, 1, ho);
+    add_engines(net, {&h});
+    Qp* qa = h.create_rc();
+    Qp* qb = h.create_rc();
+    ConnectOptions o;
+    o.gid_index = gid_index;
+    o.mtu = Mtu::k4096;
+    std::string err;
+    ASSERT_TRUE(connect_rc(h, qa, h, qb, o, &err)) << err;
+    auto wait = [&](size_t n, std::vector<Cqe>& out) {
+      return net.run_until(
+          [&] {
+            h.poll(out);
+            return out.size() >= n;
+          },
+          net.now() + 1'000'000'000);
+    };
+    const uint32_t n = 3 << 20;  // 768 frames: more than loop_ and the window hold at once
+    for (uint32_t i = 0; i < n; ++i) h.mem()[i] = static_cast<uint8_t>(i * 7 + 3);
+    Sge s{h.addr(), n, h.key()};
+    ASSERT_EQ(qa->post_send({.wr_id = 1,
+                             .sg_list = &s,
+                             .num_sge = 1,
+                             .opcode = WrOpcode::kRdmaWrite,
+                             .send_flags = kSendSignaled,
+                             .remote_addr = h.addr(n),
+                             .rkey = h.key()}),
+              0);
+    Sge rs{h.addr(3 * n), 4096, h.key()};
+    ASSERT_EQ(qa->post_recv({.wr_id = 2, .sg_list = &rs, .num_sge = 1}), 0);
+    Sge ss{h.addr(100), 4096, h.key()};
+    ASSERT_EQ(qb->post_send({.wr_id = 3,
+                             .sg_list = &ss,
+                             .num_sge = 1,
+                             .opcode = WrOpcode::kSend,
+                             .send_flags = kSendSignaled}),
+              0);
+    Sge r{h.addr(2 * n), n, h.key()};
+    ASSERT_EQ(qb->post_send({.wr_id = 4,
+                             .sg_list = &r,
+                             .num_sge = 1,
+                             .opcode = WrOpcode::kRdmaRead,
+                             .send_flags = kSendSignaled,
+                             .remote_addr = h.addr(n),
+                             .rkey = h.key()}),
+              0);
+    uint64_t* counter = reinterpret_cast<uint64_t*>(h.mem() + 4 * n);
+    *counter = 40;
+    Sge at{h.addr(4 * n + 64), 8, h.key()};
+    ASSERT_EQ(qb->post_send({.wr_id = 5,
+                             .sg_list = &at,
+                             .num_sge = 1,
+                             .opcode = WrOpcode::kAtomicFetchAndAdd,
+                             .send_flags = kSendSignaled,
+                             .remote_addr = h.addr(4 * n),
+                             .rkey = h.key(),
+                             .compare_add = 2}),
+              0);
+    std::vector<Cqe> c;
+    ASSERT_TRUE(wait(5, c)) << c.size() << " completions";
+    for (const Cqe& e : c) EXPECT_EQ(e.status, WcStatus::kSuccess) << "wr " << e.wr_id;
+    EXPECT_EQ(std::memcmp(h.mem() + n, h.mem(), n), 0) << "WRITE";
+    EXPECT_EQ(std::memcmp(h.mem() + 2 * n, h.mem(), n), 0) << "READ";
+    EXPECT_EQ(std::memcmp(h.mem() + 3 * n, h.mem() + 100, 4096), 0) << "SEND";
+    EXPECT_EQ(*counter, 42u);
+    uint64_t orig = 0;
+    std::memcpy(&orig, h.mem() + 4 * n + 64, 8);
+    EXPECT_EQ(orig, 40u);
+    const EngineCounters& ec = h.engine().counters();
+    EXPECT_GE(ec.loopback_frames, 2u * (n / 4096));
+    EXPECT_EQ(ec.tx_frames, ec.loopback_frames) << "a frame went to the port";
+    EXPECT_EQ(ec.rx_frames, ec.loopback_frames);
+    EXPECT_EQ(qa->counters_.retransmitted_packets + qb->counters_.retransmitted_packets, 0u);
+  }
+}
+// Forty loopback pairs writing 64 KiB (16 frames, a requester's turn) each at once put more
+// frames in one poll than the loopback ring holds (512): the rest wait in the transmit queue,
+// and nothing is lost or retransmitted.
+TEST(Loopback, AFullLoopbackRingHoldsFramesBack) {
+  sim::SimNetwork net(9);
+  HostOptions ho;
+  ho.mem_bytes = 8u << 20;
+  ho.port_inflight_psns = 0;  // no port budget: every requester sends its whole window
+  SimHost h(net, 1, ho);
+  add_engines(net, {&h});
+  constexpr uint32_t kPairs = 40;
+  constexpr uint32_t kLen = 64u << 10;
+  for (uint32_t i = 0; i < kLen; ++i) h.mem()[i] = static_cast<uint8_t>(i * 11 + 5);
+  std::vector<Qp*> qps;
+  for (uint32_t p = 0; p < kPairs; ++p) {
+    Qp* a = h.create_rc();
+    Qp* b = h.create_rc();
+    ConnectOptions o;
+    o.mtu = Mtu::k4096;
+    std::string err;
+    ASSERT_TRUE(connect_rc(h, a, h, b, o, &err)) << err;
+    qps.push_back(a);
+    qps.push_back(b);
+  }
+  Sge s{h.addr(), kLen, h.key()};
+  for (uint32_t p = 0; p < kPairs; ++p) {
+    ASSERT_EQ(qps[2 * p]->post_send({.wr_id = p,
+                                     .sg_list = &s,
+                                     .num_sge = 1,
+                                     .opcode = WrOpcode::kRdmaWrite,
+                                     .send_flags = kSendSignaled,
+                                     .remote_addr = h.addr((p + 1) * kLen * 2),
+                                     .rkey = h.key()}),
+              0);
+  }
+  std::vector<Cqe> c;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        h.poll(c);
+        return c.size() >= kPairs;
+      },
+      net.now() + 1'000'000'000));
+  for (const Cqe& e : c) EXPECT_EQ(e.status, WcStatus::kSuccess) << "wr " << e.wr_id;
+  for (uint32_t p = 0; p < kPairs; ++p) {
+    EXPECT_EQ(std::memcmp(h.mem() + (p + 1) * kLen * 2, h.mem(), kLen), 0) << "pair " << p;
+  }
+  const EngineCounters& ec = h.engine().counters();
+  EXPECT_GT(ec.loopback_waits, 0u) << "the ring never filled: the test shows nothing";
+  EXPECT_EQ(ec.tx_frames, ec.loopback_frames);
+  uint64_t retransmitted = 0;
+  for (Qp* q : qps) retransmitted += q->counters_.retransmitted_packets;
+  EXPECT_EQ(retransmitted, 0u);
+}
 }  // namespace

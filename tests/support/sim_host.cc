@@ -61,9 +61,12 @@ static bool fail(std::string* err, const std::string& what, int rc) {
 static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn, uint32_t peer_psn,
                     const ConnectOptions& o) {
   Engine& e = self.engine();
-  // Static neighbour entries, as a configured testbed would have.
-  e.neighbors().add_static(peer.gid(0), peer.port().mac());
-  e.neighbors().add_static(peer.gid(1), peer.port().mac());
+  // Static neighbour entries, as a configured testbed would have; none for the port's own
+  // addresses (two QPs of one port: loopback).
+  if (&self != &peer) {
+    e.neighbors().add_static(peer.gid(0), peer.port().mac());
+    e.neighbors().add_static(peer.gid(1), peer.port().mac());
+  }
   QpAttr a;
   a.qp_state = QpState::kInit;
   a.pkey_index = 0;
