@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   std::string seeds = "1-100";
   std::string faults;
   uint32_t hosts = 0, qps = 0, ops = 0, max_size = 0, mtu = 0;
+  int loopback = -1;
   bool verbose = false;
   app.add_option("--seeds", seeds, "Seed or range A-B (inclusive)")->capture_default_str();
   app.add_option(
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
   app.add_option("--hosts", hosts, "Hosts (default: 2 or 3, per seed)")->check(CLI::Range(2, 16));
   app.add_option("--qps", qps, "QP pairs between every two hosts (default: 1-4 per seed)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--loopback", loopback,
+                 "QP pairs within each host, through its own GID (default: 0-2 per seed)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--ops", ops, "Operations each QP issues (default: 20-80 per seed)")
       ->check(CLI::Range(1, 100000));
   auto* max_size_opt =
@@ -131,7 +135,7 @@ int main(int argc, char** argv) {
   // Each option is the seeds' or the scenarios' (--mtu is both): given to the other, it is an
   // error rather than silently ignored.
   for (const char* name :
-       {"--seeds", "--faults", "--hosts", "--qps", "--ops", "--max-size", "-v"}) {
+       {"--seeds", "--faults", "--hosts", "--qps", "--loopback", "--ops", "--max-size", "-v"}) {
     app.get_option(name)->excludes(scen);
   }
   for (const char* name : {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin",
@@ -195,9 +199,12 @@ int main(int argc, char** argv) {
     if (r.chance(0.4)) random_link.corrupt = r.uniform() * 0.03;
     random_link.delay_ns = 500 + r.below(5000);
     random_link.jitter_ns = r.below(2000);
+    // Drawn last, so that the earlier draws give every seed the parameters they always did.
+    cfg.loopback_pairs = r.chance(0.3) ? 1 + static_cast<uint32_t>(r.below(2)) : 0;
     cfg.link = faults.empty() ? random_link : fixed;
     if (hosts) cfg.hosts = hosts;
     if (qps) cfg.qps_per_pair = qps;
+    if (loopback >= 0) cfg.loopback_pairs = static_cast<uint32_t>(loopback);
     if (ops) cfg.ops_per_qp = ops;
     if (mtu) cfg.mtu = static_cast<Mtu>(__builtin_ctz(mtu) - 7);
     if (*max_size_opt) cfg.max_size = max_size;  // 0 too: every message empty
@@ -209,21 +216,21 @@ int main(int argc, char** argv) {
       ++passed;
       if (verbose) {
         std::printf(
-            "ok   seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: "
+            "ok   seed=%llu hosts=%u qps=%u loopback=%u ops=%u mtu=%s max_size=%u faults=%s: "
             "%llu ops, %.1f ms virtual, %llu retransmitted\n",
-            static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.ops_per_qp,
-            mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
+            static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.loopback_pairs,
+            cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
             static_cast<unsigned long long>(res.ops), res.virtual_ns / 1e6,
             static_cast<unsigned long long>(res.retransmitted));
       }
     } else {
       ++failed;
       std::printf(
-          "FAIL seed=%llu hosts=%u qps=%u ops=%u mtu=%s max_size=%u faults=%s: %s\n"
+          "FAIL seed=%llu hosts=%u qps=%u loopback=%u ops=%u mtu=%s max_size=%u faults=%s: %s\n"
           "     reproduce: roce-sim --seeds %llu%s\n",
-          static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.ops_per_qp,
-          mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(), res.error.c_str(),
-          static_cast<unsigned long long>(seed), options.c_str());
+          static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.loopback_pairs,
+          cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
+          res.error.c_str(), static_cast<unsigned long long>(seed), options.c_str());
     }
     std::fflush(stdout);
     if (seed == last) break;

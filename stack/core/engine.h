@@ -174,8 +174,9 @@ class Engine {
   bool poll();
   // Earliest armed timer deadline (ns), UINT64_MAX if none. For simulators and idle sleep.
   uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
-  // Whether any QP has output waiting (a simulator must not skip time then).
-  bool has_pending_output() const { return req_head_ || resp_head_ || n_txq_; }
+  // Whether any QP has output waiting, or looped-back frames wait to be received (a simulator
+  // must not skip time then, nor call the wire empty).
+  bool has_pending_output() const { return req_head_ || resp_head_ || n_txq_ || n_loop_; }
 
   // Observes every RoCE frame received (tx=false) and sent (tx=true): capture files.
   using Tap = void (*)(void* ctx, const uint8_t* frame, uint32_t len, bool tx, uint64_t now_ns);

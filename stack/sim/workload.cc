@@ -282,7 +282,8 @@ bool Runner::setup(std::string* err) {
                              : *std::max_element(cfg_.sizes.begin(), cfg_.sizes.end()),
                          8) +
       200;
-  const uint64_t flows_per_host = 2ull * (cfg_.hosts - 1) * cfg_.qps_per_pair;
+  const uint64_t flows_per_host =
+      2ull * (cfg_.hosts - 1) * cfg_.qps_per_pair + 2ull * cfg_.loopback_pairs;
   const uint64_t mem = cfg_.max_size + 4096 + flows_per_host * cfg_.ops_per_qp * per_op * 2;
   if (mem > (3ull << 30)) {
     *err = "workload needs too much memory per host (" + std::to_string(mem >> 20) + " MiB)";
@@ -334,16 +335,18 @@ bool Runner::setup(std::string* err) {
     }
   }
 
-  // QP pairs: every two hosts, qps_per_pair of them; each pair carries a flow each way.
+  // QP pairs: every two hosts, qps_per_pair of them, and loopback_pairs within each host; each
+  // pair carries a flow each way.
   uint32_t flow_id = 0;
   for (uint32_t i = 0; i < cfg_.hosts; ++i) {
-    for (uint32_t j = i + 1; j < cfg_.hosts; ++j) {
-      for (uint32_t k = 0; k < cfg_.qps_per_pair; ++k) {
+    for (uint32_t j = i; j < cfg_.hosts; ++j) {
+      for (uint32_t k = 0; k < (i == j ? cfg_.loopback_pairs : cfg_.qps_per_pair); ++k) {
         Host& a = *hosts_[i];
         Host& b = *hosts_[j];
         Qp* qa = nullptr;
         Qp* qb = nullptr;
-        for (Host* h : {&a, &b}) {
+        for (int side = 0; side < 2; ++side) {
+          Host* h = side ? &b : &a;
           QpInitAttr init;
           init.pd = h->pd;
           init.send_cq = h->send_cq;
@@ -358,7 +361,7 @@ bool Runner::setup(std::string* err) {
             *err = "create_qp: errno " + std::to_string(e);
             return false;
           }
-          (h == &a ? qa : qb) = q;
+          (side ? qb : qa) = q;
         }
         const int gid = cfg_.gid_index >= 0 ? cfg_.gid_index : static_cast<int>(rng_.below(2));
         auto psn = [&] {

@@ -17,7 +17,10 @@ namespace roce::sim {
 struct WorkloadConfig {
   uint32_t hosts = 2;
   uint32_t qps_per_pair = 1;  // QP pairs between every two hosts
-  uint32_t ops_per_qp = 50;   // operations each QP issues
+  // QP pairs within each host, connected through its own GID (loopback: their frames never
+  // reach the wire, so the link's faults do not touch them).
+  uint32_t loopback_pairs = 0;
+  uint32_t ops_per_qp = 50;  // operations each QP issues
   // Operations to draw from (empty: SEND, SEND_IMM, WRITE, WRITE_IMM, READ, CAS, FETCH_ADD).
   std::vector<WrOpcode> ops;
   // Message sizes to draw from; empty: uniform in [0, max_size].

@@ -55,6 +55,11 @@ expect 2 "^roce-sim: --faults: fault 'drop' has a bad value 'nan'$" --faults dro
 # A CSV that cannot be written whole (a full disk) is an error, not exit 0 with half a file.
 expect 2 "^roce-sim: --csv: cannot write /dev/full: No space left on device$" --scenario fairness \
   --flows 2 --duration-ms 1 --csv /dev/full
+expect 2 "^roce-sim: --loopback: Value 65 not in range 0 to 64$" --loopback 65
+expect 2 "^roce-sim: --loopback excludes --scenario$" --scenario fairness --loopback 1
+# QP pairs within each host (loopback), alone beside the pairs between hosts or none.
+runs "ok   seed=3 hosts=2 qps=1 loopback=2 .*1 seeds: 1 passed, 0 failed" --seeds 3 --loopback 2 -v
+runs "ok   seed=2 hosts=2 qps=3 loopback=0 .*1 seeds: 1 passed, 0 failed" --seeds 2 --loopback 0 -v
 # --max-size 0 is empty messages, not the seed's own size (0 was taken as "not given").
 runs "ok   seed=7 .* max_size=0 .*1 seeds: 1 passed, 0 failed" --seeds 7 --max-size 0 -v
 expect 2 "^roce-sim: --faults: fault 'rate' is Gb/s: 0 \\(no limit\\) or 0.001..1000000, got 1e-17$" \
