@@ -121,7 +121,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.set_version_flag("-V,--version", std::string("Version: ") + kPerftestVersion +
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
-      rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num;
+      rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
+      hop_limit;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
@@ -158,6 +159,14 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_flag("-H,--report-histogrm", histogram, "print every latency sample, sorted");
   app.add_option("-u,--qp-timeout", qp_timeout, "local ACK timeout exponent (14)")->type_name("N");
   app.add_option("-S,--sl", sl, "service level")->type_name("N");
+  app.add_option("--tclass", tclass,
+                 "traffic class of the QPs' GRH: the IP header's DSCP (its two ECN bits are the "
+                 "device's: key ecn)")
+      ->type_name("N");
+  app.add_option("-L,--hop_limit", hop_limit,
+                 "hop limit of the QPs' GRH, 0-255 (as on Linux, RoCEv2 frames carry the "
+                 "route's: 64)")
+      ->type_name("N");
   app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
   app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
@@ -338,6 +347,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     return fail(err);
   }
   if (!sl.empty() && !int_in("sl", sl, 0, 15, &o->sl, &err)) return fail(err);
+  if (!tclass.empty() && !int_in("tclass", tclass, 0, 255, &o->traffic_class, &err)) {
+    return fail(err);
+  }
+  if (!hop_limit.empty() && !int_in("hop_limit", hop_limit, 0, 255, &o->hop_limit, &err)) {
+    return fail(err);
+  }
   // (-1 stands for "not given". The negated test refuses nan too.)
   if (timeout_opt->count() && o->timeout_s != -1 &&
       !(o->timeout_s >= 0 && o->timeout_s <= kMaxTimeoutS)) {

@@ -73,6 +73,8 @@ struct PerfOptions {
   bool report_histogram = false;
   int qp_timeout = 14;
   int sl = 0;
+  int traffic_class = 0;  // --tclass: the GRH's traffic class (IP DSCP + ECN)
+  int hop_limit = 64;     // -L: the GRH's hop limit (RoCEv2 frames carry the route's, as on Linux)
 
   // Our own.
   std::string config_file;

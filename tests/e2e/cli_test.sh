@@ -30,6 +30,9 @@ expect 2 "-c UC: UC connection not possible in READ/ATOMIC verbs" atomic_bw -c U
 expect 2 "connection type 'XRC': choose RC, UC or UD" send_bw -c XRC
 expect 2 "--verify needs a reliable connection: -c UC may lose messages" write_bw --verify -c UC
 expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
+expect 2 "tclass: '256' is not a number in 0..255" write_bw --tclass 256
+expect 2 "tclass: 'x' is not a number in 0..255" write_bw --tclass=x
+expect 2 "hop_limit: '-1' is not a number in 0..255" write_bw -L -1
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End to end: two stack instances on 802.1Q VLAN 100 with priority 3 (device keys vlan, pcp),
-# over net_af_packet on the testbed's veth pair.
+# over net_af_packet on the testbed's veth pair, their QPs given traffic class 104 (DSCP 26,
+# roce-perf's --tclass, as perftest's).
 #   1. Verified WRITE, READ and SEND runs, sizes 1 B ... 1 MiB, IPv4 and IPv6 GIDs, RoCE MTU
 #      4096 and 1024, the server capturing (pcap = FILE). In every capture each RoCE frame, sent
-#      or received, carries VID 100 and PCP 3; tshark finds no malformed frame and no expert
-#      error; scripts/icrc_check.py and roce-pcap check find every ICRC right.
+#      or received (requests, responses and ACKs), carries VID 100, PCP 3 and DSCP 26; tshark
+#      finds no malformed frame and no expert error; scripts/icrc_check.py and roce-pcap check
+#      find every ICRC right.
 #   2. Another VLAN is another network: a client on VLAN 200, given the server's MAC as a static
 #      neighbour (no ARP), sends its WRITEs to the server's MAC and addresses. The server's
 #      engine counts them as "another VLAN" and drops them; no message completes and both sides
@@ -27,7 +29,7 @@ TAG="vlan=100; pcp=3"
 declare -A GID=([write_bw]=1 [read_bw]=2 [send_bw]=2)
 declare -A MTU=([write_bw]=4096 [read_bw]=1024 [send_bw]=4096)
 for t in write_bw read_bw send_bw; do
-  args="$t --verify --sizes 1,4096,65536,1048576 -n 8 -x ${GID[$t]} -m ${MTU[$t]}"
+  args="$t --verify --sizes 1,4096,65536,1048576 -n 8 -x ${GID[$t]} -m ${MTU[$t]} --tclass 104"
   cap="$WORK/$t.pcap"
   run_pair "$t" 120 "$args" "$args" "$TAG; pcap=$cap" "$TAG"
   for side in server client; do
@@ -38,8 +40,10 @@ for t in write_bw read_bw send_bw; do
   ((roce > 0)) || die "$t: tshark sees no RoCE frame in the capture"
   untagged=$(tshark -r "$cap" -Y 'infiniband && !(vlan.id == 100 && vlan.priority == 3)' 2>/dev/null | wc -l)
   ((untagged == 0)) || die "$t: $untagged of $roce RoCE frames lack VID 100 / PCP 3"
+  other=$(tshark -r "$cap" -Y 'infiniband && !(ip.dsfield.dscp == 26 || ipv6.tclass.dscp == 26)' 2>/dev/null | wc -l)
+  ((other == 0)) || die "$t: $other of $roce RoCE frames lack DSCP 26 (--tclass 104)"
   check_capture "$t" "$cap" "$ROCE_PCAP"
-  log "$t: $roce RoCE frames, all VID 100 / PCP 3; $(head -n 1 <<<"$CAPTURE_ICRC")"
+  log "$t: $roce RoCE frames, all VID 100 / PCP 3 / DSCP 26; $(head -n 1 <<<"$CAPTURE_ICRC")"
 done
 
 # --- 2. a client on VLAN 200 reaches nothing ---
