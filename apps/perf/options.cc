@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 
 namespace roce::perf {
 
@@ -122,7 +125,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
       rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
-      hop_limit;
+      hop_limit, output, limit_bw, limit_msgrate;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
@@ -169,6 +172,16 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       ->type_name("N");
   app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
+  app.add_option("--output", output,
+                 "print only this number per result: bandwidth or message_rate (bw tests), "
+                 "latency (lat tests: t_avg)")
+      ->type_name("UNITS");
+  app.add_option("-w,--limit_bw", limit_bw,
+                 "fail (exit 1) unless the bandwidth reaches this (the report's unit)")
+      ->type_name("VALUE");
+  app.add_option("-y,--limit_msgrate", limit_msgrate,
+                 "fail (exit 1) unless the message rate reaches this (Mpps)")
+      ->type_name("VALUE");
   app.add_flag("-b,--bidirectional", bidir, "both sides send at once (bw tests)");
   app.add_flag("-e,--events", events, "sleep on completion events instead of polling");
   app.add_option("-X,--eq_num", eq_num, "completion vector of the CQs (with -e)")->type_name("N");
@@ -347,6 +360,39 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     return fail(err);
   }
   if (!sl.empty() && !int_in("sl", sl, 0, 15, &o->sl, &err)) return fail(err);
+  if (!output.empty()) {
+    if (output == "bandwidth") {
+      o->output = PerfOptions::Output::kBandwidth;
+    } else if (output == "message_rate") {
+      o->output = PerfOptions::Output::kMessageRate;
+    } else if (output == "latency") {
+      o->output = PerfOptions::Output::kLatency;
+    } else {
+      return fail("--output: '" + output +
+                  "': invalid verbosity level output flag. Please use bandwidth, latency, "
+                  "message_rate");
+    }
+    if (bw && o->output == PerfOptions::Output::kLatency) {
+      return fail("--output: output verbosity level for BW can be: bandwidth, message_rate");
+    }
+    if (!bw && o->output != PerfOptions::Output::kLatency) {
+      return fail("--output: output verbosity level for LAT can be: latency");
+    }
+  }
+  for (auto [flag, text, on, value] :
+       {std::tuple{"limit_bw", &limit_bw, &o->limit_bw_on, &o->limit_bw},
+        std::tuple{"limit_msgrate", &limit_msgrate, &o->limit_msgrate_on, &o->limit_msgrate}}) {
+    if (text->empty()) continue;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text->c_str(), &end);
+    if (errno != 0 || end == text->c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
+      return fail(std::string(flag) + ": '" + *text + "' is not a number of 0 or more");
+    }
+    if (!bw) return fail(std::string(flag) + ": a limit applies to bw tests only");
+    *on = true;
+    *value = v;
+  }
   if (!tclass.empty() && !int_in("tclass", tclass, 0, 255, &o->traffic_class, &err)) {
     return fail(err);
   }

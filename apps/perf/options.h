@@ -69,6 +69,15 @@ struct PerfOptions {
   bool use_event = false;    // -e: sleep on completion events instead of polling the CQs
   int eq_num = 0;            // -X: the CQs' completion vector (with -e)
   bool report_both = false;  // --report-both: -b prints each direction's line too
+  // --output: perftest's verbosity. Anything but kFull prints, per result, only that number
+  // (the banner, addresses, headers and rule lines go).
+  enum class Output { kFull, kBandwidth, kMessageRate, kLatency } output = Output::kFull;
+  bool full_output() const { return output == Output::kFull; }
+  // -w / -y: perftest's limit verifier (bandwidth in the report's unit, message rate in Mpps).
+  bool limit_bw_on = false;
+  double limit_bw = 0;
+  bool limit_msgrate_on = false;
+  double limit_msgrate = 0;
   bool report_unsorted = false;
   bool report_histogram = false;
   int qp_timeout = 14;

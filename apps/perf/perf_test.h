@@ -171,6 +171,8 @@ class PerfTest {
   bool send_bw_duplex();
   bool exchange_and_print_sum();
   bool fail(const std::string& why, int code = 1);
+  // Prints a bandwidth result (print_bw_report) and counts it for the limit verifier.
+  void report_bw(const BwReport& r, const BwReport* remote = nullptr);
   // A transfer that made no progress for --timeout / the default stall limit, or whose link
   // went down (`watch` says which).
   bool fail_stalled(const StallWatch& watch, uint64_t done, uint64_t total);
@@ -268,6 +270,7 @@ class PerfTest {
   uint64_t measured_iters_ = 0;  // duration mode: messages in the sample window
   uint64_t sample_ns_ = 0;       // duration mode: length of the sample window
   BwReport last_report_;
+  BwLimits limits_;  // -w / -y
 
   // --verify.
   struct VerifyState {

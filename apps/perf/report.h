@@ -24,7 +24,9 @@ struct BannerInfo {
   int out_reads = 1;
 };
 
-void print_waiting_for_client();
+void print_waiting_for_client(const PerfOptions& o);
+// perftest's closing rule line (only at full verbosity).
+void print_result_line(const PerfOptions& o);
 void print_banner(const PerfOptions& o, const BannerInfo& b);
 // " local address: LID ... QPN ... PSN ..." (+ OUT / RKey / VAddr by verb) and " GID: ...".
 void print_address(const PerfOptions& o, const KeyMessage& k, bool remote);
@@ -46,6 +48,16 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
 // direction), peak, average and message rate are the sums of both directions; #bytes and
 // #iterations stay this side's, as perftest prints them.
 void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr);
+
+// perftest's limit verifier (-w / -y): a result counts when print_full_bw_report would count it
+// (a -b run's summed line, any other run's own line). Passed once any result reaches the limit.
+struct BwLimits {
+  bool bw_passed = false;
+  bool msgrate_passed = false;
+  void count(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr);
+  // "" if every limit given was reached, else perftest's error line.
+  std::string verdict(const PerfOptions& o) const;
+};
 
 // --report-both (with -b, one size): this side's line and the peer's, each under a header of
 // its own, after the summed line; without the peer's report (send_bw -b -D) only this side's.

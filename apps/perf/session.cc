@@ -65,7 +65,11 @@ int PerfTest::run() {
         break;
     }
   }
-  if (ok && o_.verify) print_verify_summary();
+  if (ok && o_.verify && o_.full_output()) print_verify_summary();
+  // perftest's limit verifier runs where its tests run it: on both sides of send_bw and of a
+  // -b run, on the client of the other bw tests.
+  std::string limit_error;
+  if (ok && (o_.verb == Verb::kSend || o_.duplex || o_.client())) limit_error = limits_.verdict(o_);
   if (o_.counters) {
     std::printf("%s", t_.counters_text().c_str());
     std::fflush(stdout);
@@ -79,7 +83,16 @@ int PerfTest::run() {
     std::fprintf(stderr, "roce-perf: %s\n", error_.c_str());
     return error_code_ ? error_code_ : 1;
   }
+  if (!limit_error.empty()) {
+    std::fprintf(stderr, "%s\n", limit_error.c_str());  // perftest's line, exit 1 as perftest
+    return 1;
+  }
   return 0;
+}
+
+void PerfTest::report_bw(const BwReport& r, const BwReport* remote) {
+  print_bw_report(o_, r, remote);
+  limits_.count(o_, r, remote);
 }
 
 // A -D run ends on the clock, with the peer's last message possibly still in flight: keep the
@@ -99,7 +112,7 @@ bool PerfTest::prelude() {
   if (o_.client()) {
     if (!oob_.connect_to(o_.servername, o_.port, o_.oob_timeout_s, &err)) return fail(err);
   } else {
-    print_waiting_for_client();
+    print_waiting_for_client(o_);
     if (!oob_.accept_one(o_.port, o_.oob_timeout_s, &err)) return fail(err);
   }
   // exchange_versions, check_version_compatibility, check_sys_data, check_mtu.
@@ -180,7 +193,7 @@ bool PerfTest::bw_client_sizes() {
       return false;
     }
     last_report_ = bw_report(size);
-    print_bw_report(o_, last_report_);
+    report_bw(last_report_);
   }
   return true;
 }
@@ -192,7 +205,7 @@ bool PerfTest::exchange_and_print_sum() {
   std::string err;
   BwReport theirs;
   if (!oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
-  print_bw_report(o_, last_report_, &theirs);
+  report_bw(last_report_, &theirs);
   if (o_.report_both && !o_.multi_size) print_report_both(o_, last_report_, &theirs);
   return true;
 }
@@ -208,7 +221,7 @@ bool PerfTest::bw_duplex_sizes() {
     last_report_ = bw_report(size);
     if (!exchange_and_print_sum()) return false;
   }
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return close_connection();
 }
 
@@ -231,13 +244,13 @@ bool PerfTest::run_write_read_atomic_bw() {
     // The server waits for the client to finish, then prints the client's report.
     BwReport theirs;
     if (!hand_shake() || !oob_.exchange_bw_reports(BwReport{}, &theirs, &err)) return fail(err);
-    print_bw_report(o_, theirs);
+    report_bw(theirs);
     if (!close_connection()) return false;
-    std::printf("%s", kResultLine);
+    print_result_line(o_);
     return true;
   }
   if (!bw_client_sizes()) return false;
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   BwReport theirs;
   if (!hand_shake() || !oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
   return close_connection();
@@ -253,14 +266,14 @@ bool PerfTest::send_bw_duplex() {
     if (!post_receives(size) || !hand_shake() || !run_iter_bi(size)) return false;
     last_report_ = bw_report(size);
     if (o_.duration_mode) {
-      print_bw_report(o_, last_report_);
+      report_bw(last_report_);
       if (o_.report_both) print_report_both(o_, last_report_, nullptr);
     } else if (!exchange_and_print_sum()) {
       return false;
     }
     if (o_.multi_size && !hand_shake()) return false;
   }
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return close_connection();
 }
 
@@ -284,11 +297,11 @@ bool PerfTest::run_send_bw() {
       return false;
     }
     last_report_ = bw_report(size);
-    print_bw_report(o_, last_report_);
+    report_bw(last_report_);
     // One more sync point per size when running several (perftest's RUN_ALL loop only).
     if (o_.multi_size && !hand_shake()) return false;
   }
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return close_connection();
 }
 
@@ -304,7 +317,7 @@ bool PerfTest::run_write_lat() {
     if (!run_iter_lat_write(size)) return false;
     lat_report(size);
   }
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return true;
 }
 
@@ -316,7 +329,7 @@ bool PerfTest::run_read_lat() {
   if (!hand_shake()) return false;
   if (!o_.client()) {
     if (!close_connection()) return false;
-    std::printf("%s", kResultLine);
+    print_result_line(o_);
     return true;
   }
   print_lat_header(o_);
@@ -326,7 +339,7 @@ bool PerfTest::run_read_lat() {
     lat_report(size);
   }
   if (!close_connection()) return false;
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return true;
 }
 
@@ -342,7 +355,7 @@ bool PerfTest::run_send_lat() {
     if (!run_iter_lat_send(size)) return false;
     lat_report(size);
   }
-  std::printf("%s", kResultLine);
+  print_result_line(o_);
   return close_connection();
 }
 

@@ -33,6 +33,12 @@ expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "tclass: '256' is not a number in 0..255" write_bw --tclass 256
 expect 2 "tclass: 'x' is not a number in 0..255" write_bw --tclass=x
 expect 2 "hop_limit: '-1' is not a number in 0..255" write_bw -L -1
+expect 2 "--output: 'bw': invalid verbosity level output flag. Please use bandwidth, latency, message_rate" write_bw --output bw
+expect 2 "--output: output verbosity level for BW can be: bandwidth, message_rate" write_bw --output latency
+expect 2 "--output: output verbosity level for LAT can be: latency" send_lat --output=bandwidth
+expect 2 "limit_bw: '-1' is not a number of 0 or more" write_bw -w -1
+expect 2 "limit_msgrate: 'nan' is not a number of 0 or more" write_bw -y nan
+expect 2 "limit_bw: a limit applies to bw tests only" write_lat -w 10
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

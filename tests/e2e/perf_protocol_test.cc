@@ -441,6 +441,58 @@ TEST(Report, BidirectionalLineSumsBothDirectionsButKeepsOurIterations) {
   EXPECT_EQ(testing::internal::GetCapturedStdout(), expect);
 }
 
+// --output: one number per result (print_full_bw_report's "%lf\n"), -b summed; nothing else.
+TEST(Report, OutputPrintsOnlyTheNumber) {
+  PerfOptions o;
+  o.output = PerfOptions::Output::kBandwidth;
+  const BwReport mine{65536, 5000, 1655.5, 1500.25, 0.024};
+  const BwReport theirs{65536, 4000, 1000.25, 900.5, 0.014};
+  testing::internal::CaptureStdout();
+  print_banner(o, BannerInfo{"roce0"});
+  print_bw_header(o);
+  print_bw_report(o, mine);
+  print_result_line(o);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "1500.250000\n");
+  o.output = PerfOptions::Output::kMessageRate;
+  o.duplex = true;
+  testing::internal::CaptureStdout();
+  print_bw_report(o, mine, &theirs);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "0.038000\n");
+}
+
+// -w / -y (print_full_bw_report's verifier): a result counts if it is a -b run's sum or any other
+// run's own line; one result at the limit passes; -y is checked on its own too.
+TEST(Report, LimitVerifierCountsWhatPerftestCounts) {
+  PerfOptions o;
+  o.limit_bw_on = true;
+  o.limit_bw = 1600;
+  const BwReport low{65536, 5000, 1655.5, 1500.25, 0.024};
+  const BwReport high{65536, 5000, 1700, 1650, 0.026};
+  BwLimits l;
+  l.count(o, low);
+  EXPECT_EQ(l.verdict(o), "Error: BW result is below bw limit");
+  l.count(o, high, &low);  // a sum, but this run is not -b: not counted
+  EXPECT_EQ(l.verdict(o), "Error: BW result is below bw limit");
+  l.count(o, high);
+  EXPECT_EQ(l.verdict(o), "");
+  o.duplex = true;
+  BwLimits d;
+  d.count(o, low);  // -b: only the summed line counts
+  EXPECT_NE(d.verdict(o), "");
+  d.count(o, low, &low);  // 3000.5
+  EXPECT_EQ(d.verdict(o), "");
+  PerfOptions y;
+  y.limit_msgrate_on = true;
+  y.limit_msgrate = 0.025;
+  BwLimits m;
+  m.count(y, low);
+  EXPECT_EQ(m.verdict(y), "Error: Msg rate  is below msg_rate limit");
+  m.count(y, high);
+  EXPECT_EQ(m.verdict(y), "");
+  PerfOptions none;
+  EXPECT_EQ(BwLimits{}.verdict(none), "") << "no limit given: nothing to fail";
+}
+
 std::string banner_of(const PerfOptions& o) {
   testing::internal::CaptureStdout();
   print_banner(o, BannerInfo{"roce0"});

@@ -133,6 +133,69 @@ for mode in ps rs; do
   interop $mode write_bw -c UC -b -s 4096 -n 200
   interop $mode send_lat -c UD -e -n 200
 done
+# --output (perftest's verbosity): each side prints one number per result and nothing else,
+# and a bw run's two sides print the same one (the client's report). -w / -y: the limit
+# verifier's line on stderr and exit 1 where perftest runs it (write_bw: the client; send_bw:
+# both sides).
+# output_case ps|rs TEST SERVER_RC CLIENT_RC ARGS...
+output_case() {
+  local mode=$1 t=$2 want_s=$3 want_c=$4
+  shift 4
+  local name="out-$mode-$t-$(tr -d ' -=' <<<"$*")" s src=0 crc=0 side
+  log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") $*"
+  if [[ $mode == ps ]]; then
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+      "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>"$WORK/$name.server.err" &
+    s=$!
+    PIDS+=("$s")
+    sleep 1
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" "$@" --device "$dev2" \
+      --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>"$WORK/$name.client.err" || crc=$?
+  else
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" "$t" "$@" --device "$dev1" \
+      --timeout 60 >"$WORK/$name.server.out" 2>"$WORK/$name.server.err" &
+    s=$!
+    PIDS+=("$s")
+    sleep 1  # no banner to wait for: --output prints none
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+      "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" \
+      2>"$WORK/$name.client.err" || crc=$?
+  fi
+  wait "$s" || src=$?
+  ((src == want_s && crc == want_c)) || {
+    tail -n 5 "$WORK/$name".*
+    die "$name: server exit $src, client exit $crc (want $want_s, $want_c)"
+  }
+  for side in server client; do
+    # perftest prints a rule line with its inline-feature warning (on stderr) for our devices.
+    grep -vx -- '-*' "$WORK/$name.$side.out" | grep -Eqx '[0-9]+\.[0-9]{6}' ||
+      die "$name: $side printed $(head -c 300 "$WORK/$name.$side.out"), not one number"
+    (($(grep -cvx -- '-*' "$WORK/$name.$side.out") == 1)) || die "$name: $side printed more than one line"
+  done
+  if [[ $t == *_bw && $t != send_bw ]]; then
+    local sv cv
+    sv=$(grep -vx -- '-*' "$WORK/$name.server.out")
+    cv=$(grep -vx -- '-*' "$WORK/$name.client.out")
+    [[ $sv == "$cv" ]] || die "$name: the sides print $sv and $cv"
+  fi
+  for side in server client; do
+    local want=$want_c
+    [[ $side == server ]] && want=$want_s
+    if ((want == 1)); then
+      grep -qx "Error: BW result is below bw limit" "$WORK/$name.$side.err" ||
+        die "$name: $side exited 1 without perftest's limit line: $(cat "$WORK/$name.$side.err")"
+    fi
+  done
+  echo "    server: $(grep -vx -- '-*' "$WORK/$name.server.out") client: $(grep -vx -- '-*' "$WORK/$name.client.out")"
+}
+for mode in ps rs; do
+  output_case $mode write_bw 0 0 --output=bandwidth -n 200
+  output_case $mode read_bw 0 0 --output=message_rate -n 200
+  output_case $mode send_lat 0 0 --output=latency -n 200
+  output_case $mode write_bw 0 1 --output=bandwidth -n 200 -w 1000000
+  output_case $mode send_bw 1 1 --output=message_rate -n 200 -w 1000000
+  output_case $mode write_bw 0 0 --output=bandwidth -b -n 200 -w 1
+done
 # Device key counters over the shim: perftest's process writes its device's counters when it
 # closes the device (port, engine thread, driver).
 cnt="$WORK/perftest.counters"
