@@ -11,7 +11,9 @@
 namespace roce::perf {
 
 namespace {
-constexpr uint64_t kQpShift = 40;  // wr_id = qp index << 40 | messages posted on that QP
+// wr_id = qp index << 40 | messages posted on that QP, modulo 2^40 (a --run_infinitely run may
+// pass it: the count in a completion is taken modulo 2^40 too).
+constexpr uint64_t kQpShift = 40;
 constexpr uint64_t kCountMask = (uint64_t{1} << kQpShift) - 1;
 }  // namespace
 
@@ -51,7 +53,7 @@ class PerfTest::BwSender {
       while ((scnt < iters_ || duration_) && scnt - p_.ccnt_[q] + pl_ <= tx_depth_) {
         if (duration_ && dur.done()) break;
         const uint64_t s = scnt;
-        for (uint64_t j = 0; j < pl_; ++j) w[j].wr_id = q << kQpShift | (s + j + 1);
+        for (uint64_t j = 0; j < pl_; ++j) w[j].wr_id = q << kQpShift | ((s + j + 1) & kCountMask);
         if (pl_ == 1) {
           // A completion every cq_mod messages, and for the last one.
           w->signaled = s % cq_mod_ == cq_mod_ - 1 || (!duration_ && s == iters_ - 1);
@@ -91,8 +93,8 @@ class PerfTest::BwSender {
         return p_.completion_error(c, side, totccnt_, tot_iters_);
       }
       const uint64_t q = c.wr_id >> kQpShift, count = c.wr_id & kCountMask;
-      const uint64_t covered = count - p_.ccnt_[q];
-      p_.ccnt_[q] = count;
+      const uint64_t covered = (count - p_.ccnt_[q]) & kCountMask;
+      p_.ccnt_[q] += covered;
       totccnt_ += covered;
       if (peak_) {
         p_.tcompleted_[(totccnt_ > tot_iters_ ? tot_iters_ : totccnt_) - 1] = StallWatch::now_ns();
@@ -192,7 +194,99 @@ void PerfTest::finish_bw_window(const DurationClock& dur, uint64_t tot_iters) {
   }
 }
 
+// --run_infinitely: perftest's print_bw_infinite_mode every -D seconds, the messages completed
+// (or received) since the last line over the time since it; no peak. A -b run's line counts
+// both directions, as perftest's run_inf_bi_factor assumes them equal.
+class PerfTest::InfiniteReport {
+ public:
+  InfiniteReport(PerfTest& p, uint64_t size)
+      : p_(p),
+        size_(size),
+        period_ns_(static_cast<uint64_t>(p.o_.duration) * 1'000'000'000),
+        factor_(p.o_.duplex && p.o_.verb != Verb::kSend ? 2 : 1) {}
+  void start(uint64_t now) { last_ns_ = now; }
+  // Called once a loop pass; reads the clock every DurationClock::kPollStride-th call.
+  void poll(uint64_t count) {
+    if (++polls_ % DurationClock::kPollStride != 0) return;
+    const uint64_t now = StallWatch::now_ns();
+    if (now - last_ns_ < period_ns_) return;
+    const uint64_t n = count - last_count_;
+    const double secs = static_cast<double>(now - last_ns_) / 1e9;
+    const double unit = p_.o_.report_gbits ? 125'000'000.0 : 1048576.0;
+    BwReport r;
+    r.size = size_;
+    r.iters = n;
+    r.bw_peak = 0;
+    r.bw_avg = static_cast<double>(factor_ * size_ * n) / secs / unit;
+    r.msg_rate = static_cast<double>(factor_ * n) / secs / 1e6;
+    print_bw_report(p_.o_, r);
+    last_ns_ = now;
+    last_count_ = count;
+  }
+
+ private:
+  PerfTest& p_;
+  const uint64_t size_, period_ns_, factor_;
+  uint64_t last_ns_ = 0, last_count_ = 0;
+  uint32_t polls_ = 0;
+};
+
+// perftest's run_iter_bw_infinitely: the requester posts until it is interrupted (or fails).
+bool PerfTest::run_iter_bw_infinitely(uint64_t size) {
+  BwSender tx(*this, size);
+  const DurationClock never;  // never started, so never done: the sender does not stop
+  InfiniteReport report(*this, size);
+  StallWatch watch = stall_watch();
+  report.start(StallWatch::now_ns());
+  for (;;) {
+    bool busy = false;
+    if (!tx.post(never, &busy)) return false;
+    t_.progress();
+    if (!tx.poll(never, "client", Transport::kSendCq, &busy)) return false;
+    report.poll(tx.completed());
+    if (busy) {
+      watch.progress();
+      continue;
+    }
+    t_.relax();
+    if (watch.stalled()) {
+      return fail("no progress " + watch.for_text() + ": " + std::to_string(tx.completed()) +
+                  " messages completed");
+    }
+    if (interrupted()) return fail("interrupted");
+  }
+}
+
+// perftest's run_iter_bw_infinitely_server: the SEND receiver counts and re-posts until it is
+// interrupted; its lines start with the first message.
+bool PerfTest::run_iter_bw_server_infinitely(uint64_t size) {
+  BwReceiver rx(*this, size);
+  const DurationClock never;
+  InfiniteReport report(*this, size);
+  StallWatch watch = stall_watch();
+  bool first_rx = true;
+  for (;;) {
+    t_.progress();
+    const int ne = rx.poll(never, "server", Transport::kRecvCq);
+    if (ne < 0) return false;
+    if (ne > 0) {
+      if (first_rx) report.start(StallWatch::now_ns());
+      first_rx = false;
+      watch.progress();
+    } else {
+      t_.relax();
+      if (watch.stalled()) {
+        return fail("no message " + watch.for_text() + ": " + std::to_string(rx.received()) +
+                    " received");
+      }
+      if (interrupted()) return fail("interrupted");
+    }
+    if (!first_rx) report.poll(rx.received());
+  }
+}
+
 bool PerfTest::run_iter_bw(uint64_t size) {
+  if (o_.run_infinitely) return run_iter_bw_infinitely(size);
   const bool duration = o_.duration_mode;
   BwSender tx(*this, size);
   measured_iters_ = 0;
@@ -220,6 +314,7 @@ bool PerfTest::run_iter_bw(uint64_t size) {
 }
 
 bool PerfTest::run_iter_bw_server(uint64_t size) {
+  if (o_.run_infinitely) return run_iter_bw_server_infinitely(size);
   const bool duration = o_.duration_mode;
   BwReceiver rx(*this, size);
   bool first_rx = true;

@@ -127,7 +127,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
       hop_limit, output, limit_bw, limit_msgrate;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
-       rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false;
+       rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
+       run_infinitely = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -158,6 +159,9 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-l,--post_list", post_list, "work requests per post (bw tests)")->type_name("N");
   app.add_option("-Q,--cq-mod", cq_mod, "a completion every this many messages")->type_name("N");
   app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
+  app.add_flag("--run_infinitely", run_infinitely,
+               "bw tests: send until interrupted, printing the last -D seconds' result every -D "
+               "seconds (default 5)");
   app.add_flag("-U,--report-unsorted", unsorted, "print every latency sample, unsorted");
   app.add_flag("-H,--report-histogrm", histogram, "print every latency sample, sorted");
   app.add_option("-u,--qp-timeout", qp_timeout, "local ACK timeout exponent (14)")->type_name("N");
@@ -286,6 +290,17 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   if (!duration.empty()) {
     if (!int_in("duration", duration, 1, INT_MAX, &o->duration, &err)) return fail(err);
     o->duration_mode = true;
+  }
+  if (run_infinitely) {
+    // perftest's "Run infinitely dependencies", in its order.
+    if (events) return fail("--run_infinitely does not support events feature yet");
+    if (!bw) return fail("--run_infinitely exists only in BW tests for now");
+    if (bidir && o->verb == Verb::kSend) {
+      return fail("--run_infinitely mode is not supported in SEND Bidirectional BW test");
+    }
+    if (all || sizes_opt->count()) return fail("--run_infinitely runs one size: no -a or --sizes");
+    o->run_infinitely = true;
+    o->duration_mode = true;  // perftest's test_type = DURATION: -D is the reporting period
   }
   if (!margin.empty() && !int_in("margin", margin, 0, INT_MAX, &o->margin, &err)) {
     return fail(err);

@@ -49,7 +49,8 @@ struct PerfOptions {
   std::vector<uint64_t> size_list;  // the sizes a run goes through (one unless -a / --sizes)
   bool multi_size = false;          // -a or --sizes: perftest's RUN_ALL sequence
   uint64_t iters = 0;
-  bool duration_mode = false;  // -D
+  bool duration_mode = false;   // -D
+  bool run_infinitely = false;  // --run_infinitely: bw tests send until stopped, a line every -D s
   int duration = 5;
   int margin = -1;
   int num_qps = 1;

@@ -211,9 +211,12 @@ class PerfTest {
   // bw.cc
   bool run_iter_bw(uint64_t size);
   bool run_iter_bw_server(uint64_t size);
+  bool run_iter_bw_infinitely(uint64_t size);
+  bool run_iter_bw_server_infinitely(uint64_t size);
   bool run_iter_bi(uint64_t size);
   class BwSender;
   class BwReceiver;
+  class InfiniteReport;
   // The report's window: -D's sample, or the end of a -n run without per-message stamps.
   void finish_bw_window(const DurationClock& dur, uint64_t tot_iters);
   BwReport bw_report(uint64_t size) const;

@@ -39,6 +39,10 @@ expect 2 "--output: output verbosity level for LAT can be: latency" send_lat --o
 expect 2 "limit_bw: '-1' is not a number of 0 or more" write_bw -w -1
 expect 2 "limit_msgrate: 'nan' is not a number of 0 or more" write_bw -y nan
 expect 2 "limit_bw: a limit applies to bw tests only" write_lat -w 10
+expect 2 "--run_infinitely does not support events feature yet" write_bw --run_infinitely -e
+expect 2 "--run_infinitely exists only in BW tests for now" send_lat --run_infinitely
+expect 2 "--run_infinitely mode is not supported in SEND Bidirectional BW test" send_bw -b --run_infinitely
+expect 2 "--run_infinitely runs one size: no -a or --sizes" write_bw -a --run_infinitely
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

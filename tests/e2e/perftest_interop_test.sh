@@ -196,6 +196,46 @@ for mode in ps rs; do
   output_case $mode send_bw 1 1 --output=message_rate -n 200 -w 1000000
   output_case $mode write_bw 0 0 --output=bandwidth -b -n 200 -w 1
 done
+# --run_infinitely -D 1: the sender (and a SEND receiver) prints a line a second until it is
+# interrupted (SIGINT, as a user ends it); the other side's perftest or roce-perf runs with it.
+# At least two lines in 6 s, each side's setup included.
+# infinite_case ps|rs TEST
+infinite_case() {
+  local mode=$1 t=$2 name="inf-$1-$2" s side n
+  log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") --run_infinitely -D 1"
+  if [[ $mode == ps ]]; then
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+      "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 >"$WORK/$name.server.out" 2>&1 &
+    s=$!
+    sleep 1
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" --run_infinitely -D 1 \
+      --device "$dev2" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 &
+  else
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" "$t" --run_infinitely -D 1 \
+      --device "$dev1" >"$WORK/$name.server.out" 2>&1 &
+    s=$!
+    sleep 1
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+      "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 10.78.0.1 >"$WORK/$name.client.out" 2>&1 &
+  fi
+  local c=$!
+  PIDS+=("$s" "$c")
+  sleep 6  # perftest's side opens its device (EAL) in a second or two before it starts
+  kill -0 "$c" 2>/dev/null || die "$name: the client ended on its own: $(tail -n 3 "$WORK/$name.client.out")"
+  pkill -INT -f -- "--run_infinitely -D 1.* 10\.78\.0\.1" || true
+  sleep 1.5
+  pkill -INT -f -- "--run_infinitely -D 1" || true
+  wait "$c" "$s" 2>/dev/null || true
+  for side in client $([[ $t == send_bw ]] && echo server); do
+    n=$(report_lines "$WORK/$name.$side.out" | awk '$1 == 65536 && $4 > 0' | wc -l)
+    ((n >= 2)) || die "$name: the $side printed $n lines of 65536 B with a bandwidth (want 2 or more): $(report_lines "$WORK/$name.$side.out")"
+  done
+  echo "    $(report_lines "$WORK/$name.client.out" | head -n 3 | awk '{print $4}' | tr '\n' ' ')MB/s, client"
+}
+for mode in ps rs; do
+  infinite_case $mode write_bw
+  infinite_case $mode send_bw
+done
 # Device key counters over the shim: perftest's process writes its device's counters when it
 # closes the device (port, engine thread, driver).
 cnt="$WORK/perftest.counters"
