@@ -128,7 +128,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       hop_limit, output, limit_bw, limit_msgrate;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
-       run_infinitely = false;
+       run_infinitely = false, perform_warm_up = false, old_post_send = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -159,6 +159,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-l,--post_list", post_list, "work requests per post (bw tests)")->type_name("N");
   app.add_option("-Q,--cq-mod", cq_mod, "a completion every this many messages")->type_name("N");
   app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
+  app.add_flag("--perform_warm_up", perform_warm_up,
+               "write_bw, read_bw, atomic_bw: each QP sends a send queue's worth of messages, "
+               "and waits for them, before each run");
+  app.add_flag("--use_old_post_send", old_post_send,
+               "accepted: roce-perf always posts with ibv_post_send (the banner's ibv_wr* API: "
+               "OFF)");
   app.add_flag("--run_infinitely", run_infinitely,
                "bw tests: send until interrupted, printing the last -D seconds' result every -D "
                "seconds (default 5)");
@@ -437,6 +443,14 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                   " may lose messages without an error");
     }
   }
+  if (perform_warm_up) {
+    if (o->test_name != "write_bw" && o->test_name != "read_bw" && o->test_name != "atomic_bw") {
+      return fail("--perform_warm_up: valid in write_bw, read_bw and atomic_bw");
+    }
+    if (o->verify) return fail("--perform_warm_up: --verify checks its own messages only");
+    o->perform_warm_up = true;
+  }
+  (void)old_post_send;  // what roce-perf does anyway
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
   if (o->verify) {

@@ -49,8 +49,9 @@ struct PerfOptions {
   std::vector<uint64_t> size_list;  // the sizes a run goes through (one unless -a / --sizes)
   bool multi_size = false;          // -a or --sizes: perftest's RUN_ALL sequence
   uint64_t iters = 0;
-  bool duration_mode = false;   // -D
-  bool run_infinitely = false;  // --run_infinitely: bw tests send until stopped, a line every -D s
+  bool duration_mode = false;    // -D
+  bool run_infinitely = false;   // --run_infinitely: bw tests send until stopped, a line every -D s
+  bool perform_warm_up = false;  // --perform_warm_up: a send queue's worth of messages first
   int duration = 5;
   int margin = -1;
   int num_qps = 1;

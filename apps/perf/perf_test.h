@@ -212,6 +212,7 @@ class PerfTest {
   bool run_iter_bw(uint64_t size);
   bool run_iter_bw_server(uint64_t size);
   bool run_iter_bw_infinitely(uint64_t size);
+  bool warm_up();
   bool run_iter_bw_server_infinitely(uint64_t size);
   bool run_iter_bi(uint64_t size);
   class BwSender;

@@ -186,6 +186,7 @@ bool PerfTest::print_addresses_and_exchange() {
 bool PerfTest::bw_client_sizes() {
   for (uint64_t size : o_.size_list) {
     set_send_wqes(size);
+    if (o_.perform_warm_up && !warm_up()) return false;
     if (o_.verify) {
       if (!verify_sync_params(size)) return false;
       if (!(o_.verb == Verb::kWrite ? verify_write(size) : verify_read(size))) return false;
@@ -216,6 +217,7 @@ bool PerfTest::exchange_and_print_sum() {
 bool PerfTest::bw_duplex_sizes() {
   for (uint64_t size : o_.size_list) {
     set_send_wqes(size);
+    if (o_.perform_warm_up && !warm_up()) return false;
     if (!hand_shake() || !run_iter_bw(size)) return false;
     if (o_.multi_size && !hand_shake()) return false;
     last_report_ = bw_report(size);

@@ -43,6 +43,8 @@ expect 2 "--run_infinitely does not support events feature yet" write_bw --run_i
 expect 2 "--run_infinitely exists only in BW tests for now" send_lat --run_infinitely
 expect 2 "--run_infinitely mode is not supported in SEND Bidirectional BW test" send_bw -b --run_infinitely
 expect 2 "--run_infinitely runs one size: no -a or --sizes" write_bw -a --run_infinitely
+expect 2 "--perform_warm_up: valid in write_bw, read_bw and atomic_bw" send_bw --perform_warm_up
+expect 2 "--perform_warm_up: --verify checks its own messages only" write_bw --verify --perform_warm_up
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

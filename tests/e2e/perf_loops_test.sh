@@ -7,6 +7,9 @@
 #     moderated completion.
 #   - --verify with more messages in a pass than the send queue holds (2,000 of 64 B against
 #     -t 128): the requester's window of slots is bounded by the TX depth, or a post fails.
+#   - --perform_warm_up: before the run the client's QP sends a send queue's worth (-t 64) of
+#     messages and waits for them, so its QP sends 64 + 500 single-frame WRITEs (perftest's
+#     perform_warm_up); the report still counts the run's 500. -l 4: one list of 4 first.
 #
 # Usage: perf_loops_test.sh ROCE_PERF
 E2E_NAME=loops
@@ -26,5 +29,15 @@ for t in write_bw send_bw read_bw; do
       die "$t --verify $side: not 128000 bytes verified: $(tail -n 1 "$WORK/$t.verify.$side.out")"
   done
   log "$t --verify: $(grep -h ' Verified' "$WORK/$t.verify.client.out")"
+done
+for l in 1 4; do
+  args="write_bw -s 4096 -n 500 -t 64 -l $l --perform_warm_up"
+  run_pair "warm$l" 60 "$args" "$args --counters"
+  sent=$(sed -n 's/^  tx_packets *\([0-9]*\)$/\1/p' "$WORK/warm$l.client.out" | head -n 1)
+  want=$((500 + (l == 1 ? 64 : 4)))
+  [[ $sent == "$want" ]] || die "warm-up -l $l: the client's QP sent '$sent' frames, want $want"
+  line=$(report_lines "$WORK/warm$l.client.out")
+  [[ $(awk '{print $2}' <<<"$line") == 500 ]] || die "warm-up -l $l: no report of 500 iterations: $line"
+  log "--perform_warm_up -l $l: $sent frames sent, $line"
 done
 log "PASS"

@@ -111,6 +111,9 @@ for mode in ps rs; do
   interop $mode write_bw -b -q 2 -D 2
   interop $mode send_bw -b -D 2
   interop $mode write_bw -b --report-both -n 200
+  # --perform_warm_up: the requester sends a send queue's worth before the run (both with -b).
+  interop $mode write_bw --perform_warm_up -n 200
+  interop $mode read_bw -b --perform_warm_up --use_old_post_send -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200
