@@ -128,7 +128,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       hop_limit, output, limit_bw, limit_msgrate;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
-       run_infinitely = false, perform_warm_up = false, old_post_send = false;
+       run_infinitely = false, perform_warm_up = false, old_post_send = false, reversed = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -159,6 +159,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-l,--post_list", post_list, "work requests per post (bw tests)")->type_name("N");
   app.add_option("-Q,--cq-mod", cq_mod, "a completion every this many messages")->type_name("N");
   app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
+  app.add_flag("--reversed", reversed,
+               "the side given no SERVER sends and the other receives (both sides give it)");
   app.add_flag("--perform_warm_up", perform_warm_up,
                "write_bw, read_bw, atomic_bw: each QP sends a send queue's worth of messages, "
                "and waits for them, before each run");
@@ -249,6 +251,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   o->verb = it->second.verb;
   o->kind = it->second.kind;
   o->servername = server;
+  o->reversed = reversed;  // before anything asks client()
   const bool bw = o->kind == TestKind::kBw;
   const bool rd_atomic = o->verb == Verb::kRead || o->verb == Verb::kAtomic;
 
@@ -451,6 +454,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     o->perform_warm_up = true;
   }
   (void)old_post_send;  // what roce-perf does anyway
+  if (o->reversed && o->verify) return fail("--reversed: --verify runs in the usual direction");
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
   if (o->verify) {

@@ -34,8 +34,12 @@ struct PerfOptions {
   Verb verb = Verb::kWrite;
   TestKind kind = TestKind::kBw;
   Conn conn = Conn::kRc;   // -c
-  std::string servername;  // empty: this side is the server
-  bool client() const { return !servername.empty(); }
+  std::string servername;  // empty: this side listens for the out-of-band connection
+  bool reversed = false;   // --reversed: the listening side is the test's client (it sends)
+  // The test's role (perftest's machine): the side that connects, unless --reversed.
+  bool client() const { return servername.empty() == reversed; }
+  // Who connects the out-of-band TCP connection (and writes first in each exchange).
+  bool connects() const { return !servername.empty(); }
 
   // perftest flags.
   std::string ib_devname;

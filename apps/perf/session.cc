@@ -109,11 +109,12 @@ void PerfTest::linger() {
 bool PerfTest::prelude() {
   std::string err;
   if (t_.inline_engine()) oob_.set_progress(&progress_hook, &t_);
-  if (o_.client()) {
+  // perftest prints this on its test server, which with --reversed is the side that connects.
+  if (!o_.client()) print_waiting_for_client(o_);
+  if (o_.connects()) {
     if (!oob_.connect_to(o_.servername, o_.port, o_.oob_timeout_s, &err)) return fail(err);
-  } else {
-    print_waiting_for_client(o_);
-    if (!oob_.accept_one(o_.port, o_.oob_timeout_s, &err)) return fail(err);
+  } else if (!oob_.accept_one(o_.port, o_.oob_timeout_s, &err)) {
+    return fail(err);
   }
   // exchange_versions, check_version_compatibility, check_sys_data, check_mtu.
   VersionInfo mine{kPerftestVersion, true, o_.verify};

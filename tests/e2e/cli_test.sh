@@ -45,6 +45,7 @@ expect 2 "--run_infinitely mode is not supported in SEND Bidirectional BW test" 
 expect 2 "--run_infinitely runs one size: no -a or --sizes" write_bw -a --run_infinitely
 expect 2 "--perform_warm_up: valid in write_bw, read_bw and atomic_bw" send_bw --perform_warm_up
 expect 2 "--perform_warm_up: --verify checks its own messages only" write_bw --verify --perform_warm_up
+expect 2 "--reversed: --verify runs in the usual direction" write_bw --verify --reversed
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

@@ -7,6 +7,8 @@
 #     moderated completion.
 #   - --verify with more messages in a pass than the send queue holds (2,000 of 64 B against
 #     -t 128): the requester's window of slots is bounded by the TX depth, or a post fails.
+#   - --reversed: the side that listens sends: its QP sends the 100 WRITEs of 4 KiB, the side
+#     that connects only ACKs them, and both print the report.
 #   - --perform_warm_up: before the run the client's QP sends a send queue's worth (-t 64) of
 #     messages and waits for them, so its QP sends 64 + 500 single-frame WRITEs (perftest's
 #     perform_warm_up); the report still counts the run's 500. -l 4: one list of 4 first.
@@ -40,4 +42,16 @@ for l in 1 4; do
   [[ $(awk '{print $2}' <<<"$line") == 500 ]] || die "warm-up -l $l: no report of 500 iterations: $line"
   log "--perform_warm_up -l $l: $sent frames sent, $line"
 done
+run_pair reversed 60 "write_bw -s 4096 -n 100 --reversed --counters" \
+  "write_bw -s 4096 -n 100 --reversed --counters"
+s_tx=$(sed -n 's/^  tx_packets *\([0-9]*\)$/\1/p' "$WORK/reversed.server.out" | head -n 1)
+s_rx=$(sed -n 's/^  rx_packets *\([0-9]*\)$/\1/p' "$WORK/reversed.server.out" | head -n 1)
+c_rx=$(sed -n 's/^  rx_packets *\([0-9]*\)$/\1/p' "$WORK/reversed.client.out" | head -n 1)
+[[ $s_tx == 100 && $c_rx == 100 && $s_rx -le 100 ]] ||
+  die "--reversed: the listener sent '$s_tx' and received '$s_rx' frames, the connector received '$c_rx' (want 100, at most 100, 100)"
+for side in server client; do
+  [[ $(report_lines "$WORK/reversed.$side.out" | awk '{print $2}') == 100 ]] ||
+    die "--reversed: no report of 100 iterations ($side)"
+done
+log "--reversed: the listener sent $s_tx WRITEs, the connector ACKed with $s_rx frames"
 log "PASS"

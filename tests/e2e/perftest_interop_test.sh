@@ -40,7 +40,10 @@ interop() {
       --timeout 60 >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
-    for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
+    # (With --reversed the side that connects is the test's server and prints the banner.)
+    if [[ " $* " != *" --reversed "* ]]; then
+      for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
+    fi
     sleep 0.2
     timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
@@ -50,9 +53,10 @@ interop() {
     tail -n 15 "$WORK/$name.server.out" "$WORK/$name.client.out"
     die "$name: server exit $src, client exit $crc"
   fi
-  local side
+  local side quiet=server
+  [[ " $* " == *" --reversed "* ]] && quiet=client  # the test's server is the side that connects
   for side in server client; do
-    [[ $t == read_lat && $side == server ]] && continue  # perftest's read_lat server reports nothing
+    [[ $t == read_lat && $side == "$quiet" ]] && continue  # perftest's read_lat server reports nothing
     report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
   done
   echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
@@ -114,6 +118,10 @@ for mode in ps rs; do
   # --perform_warm_up: the requester sends a send queue's worth before the run (both with -b).
   interop $mode write_bw --perform_warm_up -n 200
   interop $mode read_bw -b --perform_warm_up --use_old_post_send -n 200
+  # --reversed: the side that listens sends (fan-in set-ups); perftest's roles swapped alike.
+  interop $mode write_bw --reversed -n 200
+  interop $mode send_bw --reversed -n 200
+  interop $mode read_lat --reversed -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200
