@@ -266,4 +266,50 @@ TEST(Loopback, AFullLoopbackRingHoldsFramesBack) {
   for (Qp* q : qps) retransmitted += q->counters_.retransmitted_packets;
   EXPECT_EQ(retransmitted, 0u);
 }
+// Frames looped back while the ring is being received (a NAK sent at once, as a request that
+// puts its QP in the error state is answered) join the ring behind the frames being received
+// and go at the next poll. 300 pairs whose WRITEs all carry a bad R_Key put 300 NAKs on the
+// transmit queue during one delivery of 300 requests, more than the ring has room for beside
+// them: every WRITE still completes with REM_ACCESS_ERR, none by running out of retries.
+TEST(Loopback, FramesLoopedWhileTheRingIsReceivedAreNotLost) {
+  sim::SimNetwork net(11);
+  HostOptions ho;
+  ho.mem_bytes = 1u << 20;
+  SimHost h(net, 1, ho);
+  add_engines(net, {&h});
+  constexpr uint32_t kPairs = 300;
+  std::vector<Qp*> requesters;
+  for (uint32_t p = 0; p < kPairs; ++p) {
+    Qp* a = h.create_rc(4, 1);
+    Qp* b = h.create_rc(4, 1);
+    ConnectOptions o;
+    o.timeout = 8;  // ~1 ms: a lost NAK shows as RETRY_EXC_ERR within milliseconds
+    o.retry_cnt = 1;
+    std::string err;
+    ASSERT_TRUE(connect_rc(h, a, h, b, o, &err)) << err;
+    requesters.push_back(a);
+  }
+  Sge s{h.addr(), 64, h.key()};
+  for (uint32_t p = 0; p < kPairs; ++p) {
+    ASSERT_EQ(requesters[p]->post_send({.wr_id = p,
+                                        .sg_list = &s,
+                                        .num_sge = 1,
+                                        .opcode = WrOpcode::kRdmaWrite,
+                                        .send_flags = kSendSignaled,
+                                        .remote_addr = h.addr(4096),
+                                        .rkey = h.key() ^ 0x100}),
+              0);
+  }
+  std::vector<Cqe> c;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        h.poll(c);
+        return c.size() >= kPairs;
+      },
+      net.now() + 1'000'000'000));
+  size_t access_errors = 0;
+  for (const Cqe& e : c) access_errors += e.status == WcStatus::kRemAccessErr;
+  EXPECT_EQ(access_errors, kPairs) << "a NAK was lost: " << to_string(c.front().status);
+  EXPECT_GT(h.engine().counters().loopback_waits, 0u) << "the ring never filled";
+}
 }  // namespace
