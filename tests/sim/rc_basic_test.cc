@@ -127,6 +127,17 @@ TEST_F(RcBasic, MultiPacketWriteReadAtomic) {
   ASSERT_EQ(ca[0].status, WcStatus::kSuccess);
   EXPECT_EQ(*counter, 7u);
 }
+// Runs the network until host h's CQ has given n completions (into out) or a virtual second
+// passed.
+bool wait_completions(sim::SimNetwork& net, SimHost& h, size_t n, std::vector<Cqe>& out) {
+  return net.run_until(
+      [&] {
+        h.poll(out);
+        return out.size() >= n;
+      },
+      net.now() + 1'000'000'000);
+}
+
 // Loopback: two RC QPs of one port, connected to each other through the port's own GID, as a
 // program connects two QPs of one device (rxe loops such packets back in rxe_loopback; a NIC
 // does it inside). WRITE, READ, SEND and an atomic work, in both GID families and with a
@@ -147,14 +158,6 @@ TEST(Loopback, TwoQpsOfOnePortTalkWithoutThePort) {
     o.mtu = Mtu::k4096;
     std::string err;
     ASSERT_TRUE(connect_rc(h, qa, h, qb, o, &err)) << err;
-    auto wait = [&](size_t n, std::vector<Cqe>& out) {
-      return net.run_until(
-          [&] {
-            h.poll(out);
-            return out.size() >= n;
-          },
-          net.now() + 1'000'000'000);
-    };
     const uint32_t n = 3 << 20;  // 768 frames: more than loop_ and the window hold at once
     for (uint32_t i = 0; i < n; ++i) h.mem()[i] = static_cast<uint8_t>(i * 7 + 3);
     Sge s{h.addr(), n, h.key()};
@@ -197,7 +200,7 @@ TEST(Loopback, TwoQpsOfOnePortTalkWithoutThePort) {
                              .compare_add = 2}),
               0);
     std::vector<Cqe> c;
-    ASSERT_TRUE(wait(5, c)) << c.size() << " completions";
+    ASSERT_TRUE(wait_completions(net, h, 5, c)) << c.size() << " completions";
     for (const Cqe& e : c) EXPECT_EQ(e.status, WcStatus::kSuccess) << "wr " << e.wr_id;
     EXPECT_EQ(std::memcmp(h.mem() + n, h.mem(), n), 0) << "WRITE";
     EXPECT_EQ(std::memcmp(h.mem() + 2 * n, h.mem(), n), 0) << "READ";
@@ -249,12 +252,7 @@ TEST(Loopback, AFullLoopbackRingHoldsFramesBack) {
               0);
   }
   std::vector<Cqe> c;
-  ASSERT_TRUE(net.run_until(
-      [&] {
-        h.poll(c);
-        return c.size() >= kPairs;
-      },
-      net.now() + 1'000'000'000));
+  ASSERT_TRUE(wait_completions(net, h, kPairs, c));
   for (const Cqe& e : c) EXPECT_EQ(e.status, WcStatus::kSuccess) << "wr " << e.wr_id;
   for (uint32_t p = 0; p < kPairs; ++p) {
     EXPECT_EQ(std::memcmp(h.mem() + (p + 1) * kLen * 2, h.mem(), kLen), 0) << "pair " << p;
@@ -301,12 +299,7 @@ TEST(Loopback, FramesLoopedWhileTheRingIsReceivedAreNotLost) {
               0);
   }
   std::vector<Cqe> c;
-  ASSERT_TRUE(net.run_until(
-      [&] {
-        h.poll(c);
-        return c.size() >= kPairs;
-      },
-      net.now() + 1'000'000'000));
+  ASSERT_TRUE(wait_completions(net, h, kPairs, c));
   size_t access_errors = 0;
   for (const Cqe& e : c) access_errors += e.status == WcStatus::kRemAccessErr;
   EXPECT_EQ(access_errors, kPairs) << "a NAK was lost: " << to_string(c.front().status);
