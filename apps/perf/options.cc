@@ -128,7 +128,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       hop_limit, output, limit_bw, limit_msgrate;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
-       run_infinitely = false, perform_warm_up = false, old_post_send = false, reversed = false;
+       run_infinitely = false, perform_warm_up = false, old_post_send = false, reversed = false,
+       mr_per_qp = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -159,6 +160,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_option("-l,--post_list", post_list, "work requests per post (bw tests)")->type_name("N");
   app.add_option("-Q,--cq-mod", cq_mod, "a completion every this many messages")->type_name("N");
   app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
+  app.add_flag("--mr_per_qp", mr_per_qp,
+               "each QP registers the buffer in a memory region of its own and uses its keys");
   app.add_flag("--reversed", reversed,
                "the side given no SERVER sends and the other receives (both sides give it)");
   app.add_flag("--perform_warm_up", perform_warm_up,
@@ -455,6 +458,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   }
   (void)old_post_send;  // what roce-perf does anyway
   if (o->reversed && o->verify) return fail("--reversed: --verify runs in the usual direction");
+  if (mr_per_qp && o->verify) return fail("--mr_per_qp: --verify uses one memory region");
+  o->mr_per_qp = mr_per_qp;
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
   if (o->verify) {

@@ -56,6 +56,7 @@ struct PerfOptions {
   bool duration_mode = false;    // -D
   bool run_infinitely = false;   // --run_infinitely: bw tests send until stopped, a line every -D s
   bool perform_warm_up = false;  // --perform_warm_up: a send queue's worth of messages first
+  bool mr_per_qp = false;        // --mr_per_qp: each QP's own memory region (and keys)
   int duration = 5;
   int margin = -1;
   int num_qps = 1;

@@ -260,6 +260,8 @@ class PerfTest {
   uint8_t* buf_ = nullptr;
   uint64_t buf_len_ = 0;
   MemoryRegion mr_;
+  std::vector<MemoryRegion> qp_mrs_;  // --mr_per_qp: QP i's own region over the same buffer
+  const MemoryRegion& mr_of(size_t qp) const { return qp_mrs_.empty() ? mr_ : qp_mrs_[qp]; }
   uint64_t unit_ = 0;  // perftest's BUFF_SIZE(size, cycle_buffer)
   std::vector<QpLayout> layout_;
   std::vector<KeyMessage> my_dest_, rem_dest_;

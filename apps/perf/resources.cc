@@ -183,6 +183,15 @@ bool PerfTest::allocate() {
   const uint32_t access =
       kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   if (!t_.reg_mr(buf_, buf_len_, access, &mr_, &err)) return fail(err);
+  // --mr_per_qp (perftest's create_mr per QP): every QP registers the buffer again, so each has
+  // keys of its own, and the peer addresses each QP's target through its own R_Key.
+  qp_mrs_.clear();
+  if (o_.mr_per_qp) {
+    qp_mrs_.resize(nq);
+    for (MemoryRegion& m : qp_mrs_) {
+      if (!t_.reg_mr(buf_, buf_len_, access, &m, &err)) return fail(err);
+    }
+  }
 
   const bool send = o_.verb == Verb::kSend;
   QpSetup s;
@@ -231,7 +240,7 @@ void PerfTest::set_up_connection() {
     k.lid = 0;  // RoCE has no LID
     k.qpn = t_.qpn(static_cast<uint32_t>(i));
     k.psn = static_cast<uint32_t>(lrand48()) & 0xFFFFFF;
-    k.rkey = mr_.rkey;
+    k.rkey = mr_of(i).rkey;
     k.out_reads = static_cast<uint32_t>(out_reads_);
     k.vaddr = layout_[i].target;
     k.gid = gid;
@@ -298,7 +307,7 @@ void PerfTest::set_send_wqes(uint64_t size) {
       const uint64_t k = cycle && slots ? j % slots : 0;
       w.local_addr = layout_[i].send + k * inc(size);
       w.length = static_cast<uint32_t>(size);
-      w.lkey = mr_.lkey;
+      w.lkey = mr_of(i).lkey;
       w.op = op;
       w.signaled = (j + 1) % static_cast<size_t>(o_.cq_mod) == 0;
       if (o_.verb != Verb::kSend) {
@@ -323,7 +332,7 @@ bool PerfTest::post_receives(uint64_t size) {
   rx_posted_ = static_cast<uint32_t>(o_.rx_depth);
   const auto len = static_cast<uint32_t>(recv_len(size));
   for (size_t i = 0; i < layout_.size(); ++i) {
-    RecvRequest r{i, layout_[i].recv, len, mr_.lkey};
+    RecvRequest r{i, layout_[i].recv, len, mr_of(i).lkey};
     for (uint32_t j = 0; j < rx_posted_; ++j) {
       if (const int rc = t_.post_recv(static_cast<uint32_t>(i), &r, 1)) {
         return fail("Couldn't post recv Qp = " + std::to_string(i) +
@@ -335,7 +344,7 @@ bool PerfTest::post_receives(uint64_t size) {
         r.addr += inc(size);
       }
     }
-    rwr_[i] = RecvRequest{i, layout_[i].recv, len, mr_.lkey};
+    rwr_[i] = RecvRequest{i, layout_[i].recv, len, mr_of(i).lkey};
   }
   return true;
 }

@@ -46,6 +46,7 @@ expect 2 "--run_infinitely runs one size: no -a or --sizes" write_bw -a --run_in
 expect 2 "--perform_warm_up: valid in write_bw, read_bw and atomic_bw" send_bw --perform_warm_up
 expect 2 "--perform_warm_up: --verify checks its own messages only" write_bw --verify --perform_warm_up
 expect 2 "--reversed: --verify runs in the usual direction" write_bw --verify --reversed
+expect 2 "--mr_per_qp: --verify uses one memory region" write_bw --verify --mr_per_qp
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

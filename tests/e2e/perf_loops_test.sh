@@ -9,6 +9,8 @@
 #     -t 128): the requester's window of slots is bounded by the TX depth, or a post fails.
 #   - --reversed: the side that listens sends: its QP sends the 100 WRITEs of 4 KiB, the side
 #     that connects only ACKs them, and both print the report.
+#   - --mr_per_qp: with -q 3 each QP has its own memory region, so each side prints three R_Keys
+#     of its own and three of the peer's, and the WRITEs through them all complete.
 #   - --perform_warm_up: before the run the client's QP sends a send queue's worth (-t 64) of
 #     messages and waits for them, so its QP sends 64 + 500 single-frame WRITEs (perftest's
 #     perform_warm_up); the report still counts the run's 500. -l 4: one list of 4 first.
@@ -54,4 +56,10 @@ for side in server client; do
     die "--reversed: no report of 100 iterations ($side)"
 done
 log "--reversed: the listener sent $s_tx WRITEs, the connector ACKed with $s_rx frames"
+run_pair mrqp 60 "write_bw -q 3 -n 200 --mr_per_qp" "write_bw -q 3 -n 200 --mr_per_qp"
+keys=$(grep -o 'RKey 0x[0-9a-f]*' "$WORK/mrqp.client.out" | sort -u | wc -l)
+((keys == 6)) || die "--mr_per_qp -q 3: the client printed $keys distinct R_Keys, want 6"
+[[ $(report_lines "$WORK/mrqp.client.out" | awk '{print $2}') == 600 ]] ||
+  die "--mr_per_qp: no report of 600 iterations"
+log "--mr_per_qp -q 3: $keys distinct R_Keys, $(report_lines "$WORK/mrqp.client.out")"
 log "PASS"

@@ -122,6 +122,9 @@ for mode in ps rs; do
   interop $mode write_bw --reversed -n 200
   interop $mode send_bw --reversed -n 200
   interop $mode read_lat --reversed -n 200
+  # --mr_per_qp: each QP's own memory region and keys.
+  interop $mode write_bw -q 2 --mr_per_qp -n 200
+  interop $mode read_bw -q 2 --mr_per_qp -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200
