@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <tuple>
 
 namespace roce::perf {
 
@@ -65,6 +64,19 @@ bool int_in(const char* name, const std::string& s, long long lo, long long hi, 
     return false;
   }
   *out = static_cast<int>(v);
+  return true;
+}
+
+// A finite number of 0 or more (perftest's -w / -y), in int_in's manner.
+bool nonnegative(const char* name, const std::string& s, double* out, std::string* err) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end == s.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
+    *err = std::string(name) + ": '" + s + "' is not a number of 0 or more";
+    return false;
+  }
+  *out = v;
   return true;
 }
 
@@ -406,19 +418,16 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       return fail("--output: output verbosity level for LAT can be: latency");
     }
   }
-  for (auto [flag, text, on, value] :
-       {std::tuple{"limit_bw", &limit_bw, &o->limit_bw_on, &o->limit_bw},
-        std::tuple{"limit_msgrate", &limit_msgrate, &o->limit_msgrate_on, &o->limit_msgrate}}) {
-    if (text->empty()) continue;
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(text->c_str(), &end);
-    if (errno != 0 || end == text->c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
-      return fail(std::string(flag) + ": '" + *text + "' is not a number of 0 or more");
-    }
-    if (!bw) return fail(std::string(flag) + ": a limit applies to bw tests only");
-    *on = true;
-    *value = v;
+  o->limit_bw_on = !limit_bw.empty();
+  o->limit_msgrate_on = !limit_msgrate.empty();
+  if (o->limit_bw_on && !nonnegative("limit_bw", limit_bw, &o->limit_bw, &err)) return fail(err);
+  if (o->limit_msgrate_on &&
+      !nonnegative("limit_msgrate", limit_msgrate, &o->limit_msgrate, &err)) {
+    return fail(err);
+  }
+  if (!bw && (o->limit_bw_on || o->limit_msgrate_on)) {
+    return fail(std::string(o->limit_bw_on ? "limit_bw" : "limit_msgrate") +
+                ": a limit applies to bw tests only");
   }
   if (!tclass.empty() && !int_in("tclass", tclass, 0, 255, &o->traffic_class, &err)) {
     return fail(err);

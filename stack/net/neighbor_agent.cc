@@ -778,9 +778,7 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
   const bool solicited = (na.flags & kNaFlagSolicited) != 0;
   if (tlla == nullptr) {
     NeighborTable::Entry* e = table_.find(na.target);
-    if (solicited && e &&
-        (e->state == NeighborTable::State::kReachable ||
-         e->state == NeighborTable::State::kStale)) {
+    if (solicited && e && e->learned_usable()) {
       learn(na.target, e->mac, /*create=*/false, /*override_mac=*/false, /*confirmed=*/true,
             now_ns);
     }
@@ -803,7 +801,7 @@ void NeighborAgent::learn(const Gid& ip, const Mac& mac, bool create, bool overr
   } else if (e->state == State::kStatic) {
     return;  // configured entries win over anything the wire says
   }
-  const bool usable = e->state == State::kReachable || e->state == State::kStale;
+  const bool usable = e->learned_usable();
   const auto stale = [&] {
     e->state = State::kStale;
     e->probes = 0;
@@ -1001,9 +999,7 @@ uint64_t NeighborAgent::tick(uint64_t now_ns) {
     // their reachable time, and stale ones after the first-probe delay (7.3.3 DELAY, counted
     // from when they became stale rather than from their first use: the engine's paths hold
     // the address itself), are probed by unicast (PROBE) while they remain usable.
-    const bool usable =
-        e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStale;
-    if (!incomplete && !(usable && cfg_.reachable_ns)) continue;
+    if (!incomplete && !(e.learned_usable() && cfg_.reachable_ns)) continue;
     if (now_ns >= e.next_probe_ns) {
       if (e.probes >= cfg_.max_probes) {
         // 7.3.3: after MAX_*CAST_SOLICIT unanswered solicitations, each RetransTimer apart.

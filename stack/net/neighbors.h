@@ -32,6 +32,9 @@ class NeighborTable {
     State state = State::kIncomplete;
     uint64_t next_probe_ns = 0;
     uint32_t probes = 0;
+    // Learned and usable: REACHABLE, or STALE (to be probed). Static entries are usable too,
+    // but never probed or relearned.
+    bool learned_usable() const { return state == State::kReachable || state == State::kStale; }
   };
 
   // A static entry overrides any learned one.
@@ -45,10 +48,7 @@ class NeighborTable {
   }
   std::optional<Mac> lookup(const Gid& ip) const {
     const Entry* e = find(ip);
-    if (e && (e->state == State::kReachable || e->state == State::kStale ||
-              e->state == State::kStatic)) {
-      return e->mac;
-    }
+    if (e && (e->learned_usable() || e->state == State::kStatic)) return e->mac;
     return std::nullopt;
   }
   Entry* find(const Gid& ip) {

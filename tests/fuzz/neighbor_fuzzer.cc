@@ -201,9 +201,7 @@ struct Static {
 
 void check_table(const NeighborTable& t, const std::vector<Static>& statics) {
   for (const auto& e : t.entries()) {
-    const bool usable =
-        e.state == NeighborTable::State::kReachable || e.state == NeighborTable::State::kStale;
-    if (usable && ((e.mac[0] & 1) || e.mac == Mac{} || e.mac == kUs)) {
+    if (e.learned_usable() && ((e.mac[0] & 1) || e.mac == Mac{} || e.mac == kUs)) {
       fail("a usable learned entry holds a group, zero or our own MAC");
     }
   }
