@@ -45,6 +45,7 @@ void NativeTransport::quiesce() {
   dev_->runner().run([this] {
     Engine& e = dev_->engine();
     for (Qp* q : qps_) e.destroy_qp(q);
+    if (srq_) e.destroy_srq(srq_);
     for (const UdDest& d : ud_dest_) {
       if (d.valid) e.destroy_ah(d.ah);
     }
@@ -57,6 +58,7 @@ void NativeTransport::quiesce() {
   ud_dest_.clear();
   mr_keys_.clear();
   send_cq_ = recv_cq_ = nullptr;
+  srq_ = nullptr;
   have_pd_ = false;
   dev_->runner().stop();  // the engine thread, if any: nothing polls the port any more
 }
@@ -93,8 +95,16 @@ bool NativeTransport::create_qps(const QpSetup& s, std::string* err) {
         return false;
       }
     }
+    if (s.srq_depth) {
+      srq_ = e.create_srq(pd_, s.srq_depth, 1, &rc);
+      if (!srq_) {
+        why = "cannot create an SRQ of " + std::to_string(s.srq_depth) + ": " + errno_text(rc);
+        return false;
+      }
+    }
     for (uint32_t i = 0; i < s.num_qps; ++i) {
       QpInitAttr ia;
+      ia.srq = srq_;
       ia.type = s.type;
       ia.pd = pd_;
       ia.send_cq = send_cq_;
@@ -249,7 +259,8 @@ int NativeTransport::post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) 
 int NativeTransport::post_recv(uint32_t qp, const RecvRequest* wrs, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     Sge sge{wrs[i].addr, wrs[i].length, wrs[i].lkey};
-    if (int rc = qps_[qp]->post_recv(RecvWr{wrs[i].wr_id, &sge, 1})) return rc;
+    const RecvWr wr{wrs[i].wr_id, &sge, 1};
+    if (int rc = srq_ ? srq_->post_recv(wr) : qps_[qp]->post_recv(wr)) return rc;
   }
   return 0;
 }

@@ -61,6 +61,7 @@ class NativeTransport final : public Transport {
   bool have_pd_ = false;
   CompletionQueue* send_cq_ = nullptr;
   CompletionQueue* recv_cq_ = nullptr;
+  SharedReceiveQueue* srq_ = nullptr;
   std::vector<Qp*> qps_;
   QpType type_ = QpType::kRc;
   // UD: where each QP's SENDs go (its address handle, the peer's QPN and Q_Key), set by connect.

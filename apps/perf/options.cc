@@ -25,6 +25,8 @@ constexpr int kMaxCqMod = 1024;
 constexpr int kMinEqNum = 0;  // perftest's MIN_EQ_NUM / MAX_EQ_NUM
 constexpr int kMaxEqNum = 2048;
 constexpr int kMaxGidIndex = 64;
+// perftest takes any int; 10 s between posts already comes near the peer's stall limit (60 s).
+constexpr int kMaxLatencyGapUs = 10'000'000;
 constexpr uint64_t kMaxVerifySize = kMaxSize;
 // --timeout: 1e6 s (11.6 days) bounds any real wait and keeps the waits' nanosecond and clock
 // arithmetic far from overflowing.
@@ -137,11 +139,11 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
       rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
-      hop_limit, output, limit_bw, limit_msgrate;
+      hop_limit, output, limit_bw, limit_msgrate, latency_gap;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
        run_infinitely = false, perform_warm_up = false, old_post_send = false, reversed = false,
-       mr_per_qp = false;
+       mr_per_qp = false, use_srq = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -174,6 +176,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   app.add_flag("-N,--noPeak", no_peak, "skip the peak bandwidth");
   app.add_flag("--mr_per_qp", mr_per_qp,
                "each QP registers the buffer in a memory region of its own and uses its keys");
+  app.add_flag("--use-srq", use_srq,
+               "SEND tests: the receiving side's QPs share one receive queue of -r entries");
   app.add_flag("--reversed", reversed,
                "the side given no SERVER sends and the other receives (both sides give it)");
   app.add_flag("--perform_warm_up", perform_warm_up,
@@ -197,6 +201,10 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                  "hop limit of the QPs' GRH, 0-255 (as on Linux, RoCEv2 frames carry the "
                  "route's: 64)")
       ->type_name("N");
+  app.add_option("--latency_gap", latency_gap,
+                 "lat tests: wait this many microseconds before each post (the samples include "
+                 "it, as perftest's)")
+      ->type_name("USEC");
   app.add_flag("-R,--rdma_cm", rdma_cm, "not supported");
   app.add_flag("-z,--comm_rdma_cm", comm_rdma_cm, "not supported");
   app.add_option("--output", output,
@@ -435,6 +443,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   if (!hop_limit.empty() && !int_in("hop_limit", hop_limit, 0, 255, &o->hop_limit, &err)) {
     return fail(err);
   }
+  if (!latency_gap.empty()) {
+    if (!int_in("latency_gap", latency_gap, 0, kMaxLatencyGapUs, &o->latency_gap_us, &err)) {
+      return fail(err);
+    }
+    if (bw && o->latency_gap_us > 0) return fail("--latency_gap: only for latency tests");
+  }
   // (-1 stands for "not given". The negated test refuses nan too.)
   if (timeout_opt->count() && o->timeout_s != -1 &&
       !(o->timeout_s >= 0 && o->timeout_s <= kMaxTimeoutS)) {
@@ -469,6 +483,10 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   if (o->reversed && o->verify) return fail("--reversed: --verify runs in the usual direction");
   if (mr_per_qp && o->verify) return fail("--mr_per_qp: --verify uses one memory region");
   o->mr_per_qp = mr_per_qp;
+  if (use_srq && o->verb != Verb::kSend) {
+    return fail("--use-srq: a shared receive queue is only available in SEND tests");
+  }
+  o->use_srq = use_srq;
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   if (!apply_dependencies(o, &err)) return fail(err);
   if (o->verify) {
@@ -508,6 +526,13 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
     if (o->conn != Conn::kRc && o->rx_depth == kDefRxSend) {
       o->rx_depth = static_cast<int>(std::min<uint64_t>(o->iters, kUcMaxRx));
     }
+  }
+  // Each QP's share of the SRQ's receives is rx_depth / num_qps (perftest's size_per_qp).
+  if (o->use_srq && o->num_qps > o->rx_depth) {
+    *err = "--use-srq: the SRQ's depth (" + std::to_string(o->rx_depth) +
+           "; -r, or -n when smaller) must be at least the number of QPs (" +
+           std::to_string(o->num_qps) + "; -q)";
+    return false;
   }
   // Big messages need no completion moderation, and with it the bandwidth would be skewed.
   // (Not with -e: perftest keeps the moderation there, one event per completion would cost.)

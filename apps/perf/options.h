@@ -57,6 +57,9 @@ struct PerfOptions {
   bool run_infinitely = false;   // --run_infinitely: bw tests send until stopped, a line every -D s
   bool perform_warm_up = false;  // --perform_warm_up: a send queue's worth of messages first
   bool mr_per_qp = false;        // --mr_per_qp: each QP's own memory region (and keys)
+  bool use_srq = false;          // --use-srq: SEND receives go through one shared receive queue
+  // Whether this side creates the SRQ (perftest's srq_exists): a side that receives SENDs.
+  bool srq_exists() const { return use_srq && (kind == TestKind::kLat || !client() || duplex); }
   int duration = 5;
   int margin = -1;
   int num_qps = 1;
@@ -89,8 +92,9 @@ struct PerfOptions {
   bool report_histogram = false;
   int qp_timeout = 14;
   int sl = 0;
-  int traffic_class = 0;  // --tclass: the GRH's traffic class (IP DSCP + ECN)
-  int hop_limit = 64;     // -L: the GRH's hop limit (RoCEv2 frames carry the route's, as on Linux)
+  int traffic_class = 0;   // --tclass: the GRH's traffic class (IP DSCP + ECN)
+  int latency_gap_us = 0;  // --latency_gap: lat tests spin this long before each post
+  int hop_limit = 64;      // -L: the GRH's hop limit (RoCEv2 frames carry the route's, as on Linux)
 
   // Our own.
   std::string config_file;

@@ -228,6 +228,7 @@ class PerfTest {
   bool run_iter_lat_send(uint64_t size);
   template <typename Pred>
   bool spin(StallWatch& watch, unsigned cqs, Pred pred);
+  void latency_gap();
   void lat_report(uint64_t size);
 
   // verify.cc

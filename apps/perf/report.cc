@@ -60,7 +60,8 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
   if (o.use_event) std::printf(" Test with events. Using %s_comp%d\n", b.device.c_str(), o.eq_num);
   std::printf(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", b.device.c_str());
   std::printf(" Number of qps   : %d\t\tTransport type : %s\n", o.num_qps, "IB");
-  std::printf(" Connection type : %s\t\tUsing SRQ      : %s\n", conn_name(o.conn), "OFF");
+  std::printf(" Connection type : %s\t\tUsing SRQ      : %s\n", conn_name(o.conn),
+              o.use_srq ? "ON" : "OFF");
   std::printf(" PCIe relax order: %s\n", "Unsupported");
   std::printf(" ibv_wr* API     : %s\n", "OFF");
   if (o.client() || o.duplex) std::printf(" TX depth        : %d\n", o.tx_depth);

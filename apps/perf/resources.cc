@@ -204,6 +204,7 @@ bool PerfTest::allocate() {
   s.max_inline = static_cast<uint32_t>(o_.inline_size);
   s.send_cq_depth = static_cast<uint32_t>((o_.tx_depth + o_.cq_mod) * o_.num_qps) * 2;
   s.recv_cq_depth = send ? static_cast<uint32_t>(o_.rx_depth * o_.num_qps) * 2 : 0;
+  if (o_.srq_exists()) s.srq_depth = static_cast<uint32_t>(o_.rx_depth);
   s.max_post_list = static_cast<uint32_t>(o_.post_list);
   s.events = o_.use_event;
   if (o_.use_event && o_.eq_num >= t_.info().num_comp_vectors) {
@@ -329,7 +330,8 @@ bool PerfTest::post_receives(uint64_t size) {
   const uint64_t cb = static_cast<uint64_t>(cycle_buffer_);
   const uint64_t slots = cb / inc(size);
   const bool cycle = o_.kind == TestKind::kBw && size <= cb / 2;
-  rx_posted_ = static_cast<uint32_t>(o_.rx_depth);
+  // With --use-srq each QP's receives (wr_id: its index, its buffer) are its share of the SRQ's.
+  rx_posted_ = static_cast<uint32_t>(o_.srq_exists() ? o_.rx_depth / o_.num_qps : o_.rx_depth);
   const auto len = static_cast<uint32_t>(recv_len(size));
   for (size_t i = 0; i < layout_.size(); ++i) {
     RecvRequest r{i, layout_[i].recv, len, mr_of(i).lkey};

@@ -42,6 +42,7 @@ struct QpSetup {
   uint32_t max_inline = 0;
   uint32_t send_cq_depth = 1;
   uint32_t recv_cq_depth = 1;  // 0: no receive CQ (receives complete on the send CQ)
+  uint32_t srq_depth = 0;      // --use-srq: every QP receives from one SRQ this deep; 0: none
   uint32_t max_post_list = 1;  // longest list handed to one post_send call
   bool events = false;         // -e: the CQs will be waited on (Transport::enable_events)
   int comp_vector = 0;         // -X: the CQs' completion vector, below num_comp_vectors
@@ -126,6 +127,7 @@ class Transport : public LinkState {
 
   // Datapath. post_*: 0 or an errno (ENOMEM: queue full, try again after polling).
   virtual int post_send(uint32_t qp, const WorkRequest* wrs, uint32_t n) = 0;
+  // With an SRQ (QpSetup::srq_depth), receives go to the SRQ whatever `qp` says.
   virtual int post_recv(uint32_t qp, const RecvRequest* wrs, uint32_t n) = 0;
   virtual int poll_send(Completion* out, int n) = 0;
   virtual int poll_recv(Completion* out, int n) = 0;

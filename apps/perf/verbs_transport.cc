@@ -126,6 +126,8 @@ bool VerbsTransport::alloc_pd(std::string* err) {
 void VerbsTransport::quiesce() {
   if (!ctx_) return;
   for (ibv_qp* q : qps_) ibv_destroy_qp(q);
+  if (srq_) ibv_destroy_srq(srq_);
+  srq_ = nullptr;
   for (const UdDest& d : ud_dest_) {
     if (d.ah) ibv_destroy_ah(d.ah);
   }
@@ -183,12 +185,23 @@ bool VerbsTransport::create_qps(const QpSetup& s, std::string* err) {
       return false;
     }
   }
+  if (s.srq_depth) {
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = s.srq_depth;
+    sa.attr.max_sge = 1;
+    srq_ = ibv_create_srq(pd_, &sa);
+    if (!srq_) {
+      *err = "cannot create an SRQ of " + std::to_string(s.srq_depth) + ": " + errno_text(errno);
+      return false;
+    }
+  }
   type_ = s.type == QpType::kUd ? IBV_QPT_UD : s.type == QpType::kUc ? IBV_QPT_UC : IBV_QPT_RC;
   ud_dest_.assign(s.num_qps, UdDest{});
   for (uint32_t i = 0; i < s.num_qps; ++i) {
     ibv_qp_init_attr ia{};
     ia.send_cq = send_cq_;
     ia.recv_cq = recv_cq_ ? recv_cq_ : send_cq_;
+    ia.srq = srq_;
     ia.qp_type = type_;
     ia.sq_sig_all = 0;
     ia.cap.max_send_wr = s.max_send_wr;
@@ -339,7 +352,9 @@ int VerbsTransport::post_recv(uint32_t qp, const RecvRequest* wrs, uint32_t n) {
     r.sg_list = &sge;
     r.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    if (int rc = ibv_post_recv(qps_[qp], &r, &bad)) return rc;
+    if (int rc = srq_ ? ibv_post_srq_recv(srq_, &r, &bad) : ibv_post_recv(qps_[qp], &r, &bad)) {
+      return rc;
+    }
   }
   return 0;
 }

@@ -58,6 +58,7 @@ class VerbsTransport final : public Transport {
   ibv_pd* pd_ = nullptr;
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
   std::vector<ibv_qp*> qps_;
   ibv_qp_type type_ = IBV_QPT_RC;
   // UD: where each QP's SENDs go (its address handle, the peer's QPN and Q_Key), set by connect.

@@ -74,7 +74,12 @@ std::string format_runner_counters(const RunnerStats& s) {
 std::string format_qp_counters(const Qp& q) {
   const QpCounters& c = q.counters_;
   char head[64];
-  std::snprintf(head, sizeof head, "qp 0x%06x (%s):\n", q.qpn(), to_string(q.state()));
+  if (const SharedReceiveQueue* srq = q.init_attr().srq) {
+    std::snprintf(head, sizeof head, "qp 0x%06x (%s, receives from SRQ %u):\n", q.qpn(),
+                  to_string(q.state()), srq->srqn());
+  } else {
+    std::snprintf(head, sizeof head, "qp 0x%06x (%s):\n", q.qpn(), to_string(q.state()));
+  }
   std::string out = head;
   add(out, "tx_packets", c.tx_packets);
   add(out, "tx_bytes", c.tx_bytes);

@@ -47,6 +47,12 @@ expect 2 "--perform_warm_up: valid in write_bw, read_bw and atomic_bw" send_bw -
 expect 2 "--perform_warm_up: --verify checks its own messages only" write_bw --verify --perform_warm_up
 expect 2 "--reversed: --verify runs in the usual direction" write_bw --verify --reversed
 expect 2 "--mr_per_qp: --verify uses one memory region" write_bw --verify --mr_per_qp
+expect 2 "--latency_gap: only for latency tests" write_bw --latency_gap 5
+expect 2 "latency_gap: '-1' is not a number in 0..10000000" send_lat --latency_gap -1
+expect 2 "--use-srq: a shared receive queue is only available in SEND tests" write_bw --use-srq
+expect 2 "--use-srq: the SRQ's depth \\(8; -r, or -n when smaller\\) must be at least the number of QPs \\(16; -q\\)" \
+  send_bw --use-srq -r 8 -q 16
+expect 2 "--use-srq: the SRQ's depth \\(10; " send_bw --use-srq -n 10 -q 16
 expect 2 "iters: 'many'" write_bw -n many
 expect 2 "size: '0'" write_bw -s 0
 expect 2 "size: '12X'" write_bw -s 12X

@@ -14,6 +14,13 @@
 #   - --perform_warm_up: before the run the client's QP sends a send queue's worth (-t 64) of
 #     messages and waits for them, so its QP sends 64 + 500 single-frame WRITEs (perftest's
 #     perform_warm_up); the report still counts the run's 500. -l 4: one list of 4 first.
+#   - --use-srq: with send_bw -q 4 -r 8 the receiving side's four QPs all take their receives
+#     from one SRQ (the counters name it) and the sending side's from none; all 4 x 1000
+#     messages arrive (the report counts 4000). With -b both sides receive from one, and in
+#     send_lat too. --verify checks every byte of 2,000 SENDs received through it.
+#   - --latency_gap 1000: each side spins 1 ms before each post and the samples include it, as
+#     perftest's do, so no sample of write_lat, read_lat or send_lat is under 1000 us (write and
+#     send halve a round trip that holds both sides' gaps; read has the client's only).
 #
 # Usage: perf_loops_test.sh ROCE_PERF
 E2E_NAME=loops
@@ -62,4 +69,35 @@ keys=$(grep -o 'RKey 0x[0-9a-f]*' "$WORK/mrqp.client.out" | sort -u | wc -l)
 [[ $(report_lines "$WORK/mrqp.client.out" | awk '{print $2}') == 600 ]] ||
   die "--mr_per_qp: no report of 600 iterations"
 log "--mr_per_qp -q 3: $keys distinct R_Keys, $(report_lines "$WORK/mrqp.client.out")"
+run_pair srq 60 "send_bw -q 4 -r 8 -n 1000 --use-srq --counters" \
+  "send_bw -q 4 -r 8 -n 1000 --use-srq --counters"
+srq_qps() { grep -Ec '^qp 0x[0-9a-f]+ \([A-Z]+, receives from SRQ [0-9]+\):$' "$1" || true; }
+srq_ids() { sed -n 's/^qp 0x[0-9a-f]* ([A-Z]*, receives from SRQ \([0-9]*\)):$/\1/p' "$1" | sort -u | wc -l; }
+[[ $(srq_qps "$WORK/srq.server.out") == 4 && $(srq_ids "$WORK/srq.server.out") == 1 ]] ||
+  die "--use-srq: the receiver's 4 QPs do not share one SRQ: $(grep '^qp ' "$WORK/srq.server.out" | tr '\n' ' ')"
+[[ $(srq_qps "$WORK/srq.client.out") == 0 ]] || die "--use-srq: the sender's QPs have an SRQ"
+grep -q 'Using SRQ      : ON' "$WORK/srq.server.out" || die "--use-srq: the banner says SRQ OFF"
+[[ $(report_lines "$WORK/srq.server.out" | awk '{print $2}') == 4000 ]] ||
+  die "--use-srq: no report of 4000 iterations: $(report_lines "$WORK/srq.server.out")"
+log "--use-srq -q 4: $(srq_qps "$WORK/srq.server.out") QPs on one SRQ, $(report_lines "$WORK/srq.server.out")"
+run_pair srqb 60 "send_bw -q 2 -n 500 -b --use-srq --counters" "send_bw -q 2 -n 500 -b --use-srq --counters"
+run_pair srqlat 60 "send_lat -n 500 --use-srq --counters" "send_lat -n 500 --use-srq --counters"
+for side in server client; do
+  [[ $(srq_qps "$WORK/srqb.$side.out") == 2 ]] || die "--use-srq -b: the $side's QPs are not on an SRQ"
+  [[ $(srq_qps "$WORK/srqlat.$side.out") == 1 ]] || die "--use-srq send_lat: the $side's QP is not on an SRQ"
+done
+log "--use-srq -b and send_lat: both sides receive from an SRQ"
+run_pair srqv 60 "send_bw --verify --use-srq -s 64 -n 2000" "send_bw --verify --use-srq -s 64 -n 2000"
+for side in server client; do
+  [[ $(verified_bytes "$WORK/srqv.$side.out") == 128000 ]] ||
+    die "send_bw --verify --use-srq $side: not 128000 bytes verified: $(tail -n 1 "$WORK/srqv.$side.out")"
+done
+log "--use-srq --verify: $(grep -h ' Verified' "$WORK/srqv.server.out")"
+for t in write_lat read_lat send_lat; do
+  run_pair "gap_$t" 60 "$t -n 200 --latency_gap 1000" "$t -n 200 --latency_gap 1000"
+  tmin=$(report_lines "$WORK/gap_$t.client.out" | awk '{print $3}')
+  [[ -n $tmin ]] && awk -v m="$tmin" 'BEGIN { exit !(m >= 1000) }' ||
+    die "$t --latency_gap 1000: t_min '$tmin' us, want at least 1000"
+  log "$t --latency_gap 1000: $(report_lines "$WORK/gap_$t.client.out" | tr -s ' \t' ' ')"
+done
 log "PASS"

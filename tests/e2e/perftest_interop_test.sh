@@ -60,6 +60,18 @@ interop() {
     report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
   done
   echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+  # --latency_gap G: every sample holds at least G us of spinning (a ping-pong's half round trip
+  # holds both sides' gaps, a READ's round trip the client's).
+  if [[ " $* " == *" --latency_gap "* ]]; then
+    local gap tmin
+    gap=$(sed -n 's/.*--latency_gap \([0-9]*\).*/\1/p' <<<"$*")
+    for side in server client; do
+      [[ $t == read_lat && $side == "$quiet" ]] && continue
+      tmin=$(report_lines "$WORK/$name.$side.out" | tail -n 1 | awk '{print $3}')
+      awk -v m="$tmin" -v g="$gap" 'BEGIN { exit !(m >= g) }' ||
+        die "$name: $side's t_min '$tmin' us is under the gap of $gap us"
+    done
+  fi
   # -c UD: a message fits one packet, so both sides cut the sizes to the MTU (-s 65536 becomes
   # the MTU, -a stops there) and must agree on them, or the receives would not fit the SENDs.
   if [[ " $* " == *" -c UD "* && $t == send_bw ]]; then
@@ -125,6 +137,18 @@ for mode in ps rs; do
   # --mr_per_qp: each QP's own memory region and keys.
   interop $mode write_bw -q 2 --mr_per_qp -n 200
   interop $mode read_bw -q 2 --mr_per_qp -n 200
+  # --use-srq: the receiving QPs share one receive queue (both sides' with -b and in send_lat).
+  interop $mode send_bw -q 4 --use-srq -n 200
+  interop $mode send_bw -b -q 2 --use-srq -n 200
+  interop $mode send_lat --use-srq -n 200
+  # (UD: one QP, whose share is the whole SRQ, so a receive waits for each of the 200
+  # messages; with -q 2 each QP's share would be half the messages, and a receiver that re-posts
+  # slower than the sender sends loses datagrams and waits for ever, with perftest alike.)
+  interop $mode send_bw -c UD --use-srq -n 200
+  # --latency_gap: both sides spin 500 us before each post; the samples include it.
+  interop $mode write_lat --latency_gap 500 -n 200
+  interop $mode send_lat --latency_gap 500 -n 200
+  interop $mode read_lat --latency_gap 500 -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200

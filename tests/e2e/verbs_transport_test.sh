@@ -3,7 +3,8 @@
 # loops through <infiniband/verbs.h> and our libibverbs) between two network namespaces over
 # net_af_packet. A verified write_bw (every byte checked, both sides), a send_lat with the
 # engine driven from the test thread (mode = inline), one with its own thread and one on
-# completion events (-e), a send_bw -b -e, UD and UC runs (-c), and mixed pairs (verbs
+# completion events (-e), a send_bw -b -e, UD and UC runs (-c), a verified send_bw through a
+# shared receive queue (--use-srq), and mixed pairs (verbs
 # server, native client) that show both transports speak the same protocol.
 #
 # Usage: verbs_transport_test.sh ROCE_PERF   (roce-perf-verbs must sit beside it)
@@ -73,6 +74,14 @@ for side in server client; do
   [[ $(report_lines "$WORK/mixed_ud.$side.out" | wc -l) -ge 1 ]] || die "mixed UD $side: no result line"
 done
 
+# --use-srq over the verbs transport: ibv_create_srq / ibv_post_srq_recv, every byte checked.
+run_pair srq 120 "send_bw --verify --use-srq -s 4096 -n 1000 $V" "send_bw --verify --use-srq -s 4096 -n 1000 $V"
+for side in server client; do
+  ran_verbs "$WORK/srq.$side.out"
+  [[ $(verified_bytes "$WORK/srq.$side.out") == 4096000 ]] || die "send_bw --use-srq $side: not 4096000 bytes verified"
+done
+grep -q 'Using SRQ      : ON' "$WORK/srq.server.out" || die "send_bw --use-srq: no SRQ in the banner"
+
 # Mixed: the verbs transport against the native one, verified both ways.
 run_pair mixed 120 "$args $V" "$args"
 for side in server client; do
@@ -82,5 +91,5 @@ done
 ran_verbs "$WORK/mixed.server.out"
 ! grep -q "not available over the verbs API" "$WORK/mixed.client.out" ||
   die "mixed: the client ran the verbs transport"
-log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, mixed pairs"
+log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, --use-srq, mixed pairs"
 echo "PASS"
