@@ -5,6 +5,7 @@
 // they only post, poll, drive an inline engine and write timestamps into arrays sized
 // beforehand.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -23,7 +24,8 @@ constexpr uint64_t kCountMask = (uint64_t{1} << kQpShift) - 1;
 // polling), shared by run_iter_bw and run_iter_bi.
 class PerfTest::BwSender {
  public:
-  BwSender(PerfTest& p, uint64_t size)
+  // `gap_ns`: --rate_limit's gap between the starts of two bursts (0: no limit).
+  BwSender(PerfTest& p, uint64_t size, uint64_t gap_ns = 0)
       : p_(p),
         nq_(static_cast<uint64_t>(p.o_.num_qps)),
         pl_(static_cast<uint64_t>(p.o_.post_list)),
@@ -38,6 +40,8 @@ class PerfTest::BwSender {
         send_(p.o_.verb == Verb::kSend),
         duration_(p.o_.duration_mode),
         peak_(!p.o_.no_peak),
+        gap_ns_(gap_ns),
+        burst_(static_cast<uint64_t>(p.o_.burst_size)),
         local_base_(nq_),
         remote_base_(nq_) {  // before the loop: no allocation in it
     for (uint64_t i = 0; i < nq_; ++i) {
@@ -48,11 +52,21 @@ class PerfTest::BwSender {
   }
 
   // Posts what the send queues have room for; false after a failed post (p.fail was called).
+  // With a rate limit, perftest's SW limiter: a burst may start once the gap that the last
+  // one started has passed, and ends after burst_size messages (whole lists), on any QPs.
   bool post(const DurationClock& dur, bool* busy) {
     for (uint64_t q = 0; q < nq_; ++q) {
+      if (gap_ns_ && !in_burst_) {
+        const uint64_t now = StallWatch::now_ns();
+        if (gap_deadline_ > now) continue;
+        gap_deadline_ = now + gap_ns_;
+        in_burst_ = true;
+        burst_iter_ = 0;
+      }
       WorkRequest* w = &p_.wr_[q * pl_];
       uint64_t& scnt = p_.scnt_[q];
-      while ((scnt < iters_ || duration_) && scnt - p_.ccnt_[q] + pl_ <= tx_depth_) {
+      while ((scnt < iters_ || duration_) && scnt - p_.ccnt_[q] + pl_ <= tx_depth_ &&
+             (!gap_ns_ || in_burst_)) {
         if (duration_ && dur.done()) break;
         const uint64_t s = scnt;
         for (uint64_t j = 0; j < pl_; ++j) w[j].wr_id = q << kQpShift | ((s + j + 1) & kCountMask);
@@ -78,6 +92,7 @@ class PerfTest::BwSender {
         scnt += pl_;
         totscnt_ += pl_;
         *busy = true;
+        if (gap_ns_ && (burst_iter_ += pl_) >= burst_) in_burst_ = false;
       }
     }
     return true;
@@ -115,8 +130,11 @@ class PerfTest::BwSender {
   PerfTest& p_;
   const uint64_t nq_, pl_, cq_mod_, tx_depth_, iters_, tot_iters_, stride_, slots_;
   const bool cycle_, send_, duration_, peak_;
+  const uint64_t gap_ns_, burst_;
   std::vector<uint64_t> local_base_, remote_base_;
   uint64_t totscnt_ = 0, totccnt_ = 0;
+  bool in_burst_ = false;
+  uint64_t burst_iter_ = 0, gap_deadline_ = 0;
 };
 
 // The SEND receiver's half (run_iter_bw_server's polling and re-posting), shared by
@@ -339,12 +357,35 @@ bool PerfTest::warm_up() {
   return true;
 }
 
+// --rate_limit: perftest's gap between the starts of two bursts, from its rate in messages a
+// second (an int there: truncated alike). False with fail() called if the rate is below one
+// message a second, or the gap so long that the peer would take the run for stalled.
+bool PerfTest::rate_gap_ns(uint64_t size, uint64_t* gap_ns) {
+  *gap_ns = 0;
+  if (o_.rate_limit <= 0) return true;
+  const auto sz = static_cast<double>(size);
+  double pps = o_.rate_limit;
+  if (o_.rate_units == PerfOptions::RateUnits::kMBps) pps = o_.rate_limit / sz * 1048576;
+  if (o_.rate_units == PerfOptions::RateUnits::kGbps) pps = o_.rate_limit / (sz * 8) * 1e9;
+  const double whole = pps < 1e15 ? std::floor(pps) : 1e15;
+  const double gap = whole >= 1 ? 1e9 * static_cast<double>(o_.burst_size) / whole : 0;
+  if (!(gap > 0 && gap <= kMaxRateGapNs)) {
+    return fail("--rate_limit: " + std::to_string(o_.burst_size) + "-message bursts at " +
+                std::to_string(static_cast<int64_t>(whole)) + " messages of " +
+                std::to_string(size) + " B a second leave more than 10 s between bursts");
+  }
+  *gap_ns = static_cast<uint64_t>(gap);
+  return true;
+}
+
 bool PerfTest::run_iter_bw(uint64_t size) {
   if (o_.run_infinitely) return run_iter_bw_infinitely(size);
   const bool duration = o_.duration_mode;
-  BwSender tx(*this, size);
+  uint64_t gap_ns = 0;
+  if (!rate_gap_ns(size, &gap_ns)) return false;
+  BwSender tx(*this, size, gap_ns);
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   if (!duration && o_.no_peak) tposted_[0] = StallWatch::now_ns();
@@ -373,7 +414,7 @@ bool PerfTest::run_iter_bw_server(uint64_t size) {
   BwReceiver rx(*this, size);
   bool first_rx = true;
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
 
   while (!rx.done() || (duration && !dur.done())) {
@@ -417,7 +458,7 @@ bool PerfTest::run_iter_bi(uint64_t size) {
   BwReceiver rx(*this, size);
   bool before_first_rx = !o_.client();
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
   if (o_.no_peak) tposted_[0] = StallWatch::now_ns();
   if (duration && !before_first_rx) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);

@@ -48,7 +48,7 @@ bool PerfTest::run_iter_lat_write(uint64_t size) {
   volatile uint8_t* poll_buf = reinterpret_cast<uint8_t*>(layout_[0].target + size - 1);
   uint64_t scnt = 0, ccnt = 0, rcnt = 0;
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   Completion c;
@@ -98,7 +98,7 @@ bool PerfTest::run_iter_lat(uint64_t size) {
   w.signaled = true;
   uint64_t scnt = 0;
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
   if (duration) dur.start(StallWatch::now_ns(), o_.duration, o_.margin);
   Completion c;
@@ -136,7 +136,7 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
   uint64_t scnt = 0, rcnt = 0;
   bool first_rx = true;
   measured_iters_ = 0;
-  DurationClock dur;
+  DurationClock dur(cpu());
   StallWatch watch = stall_watch();
   Completion c;
 
@@ -196,7 +196,7 @@ bool PerfTest::run_iter_lat_send(uint64_t size) {
 
 void PerfTest::lat_report(uint64_t size) {
   if (o_.duration_mode) {
-    print_lat_duration_report(o_, size, measured_iters_, sample_ns_);
+    print_lat_duration_report(o_, size, measured_iters_, sample_ns_, cpu_.percent());
     return;
   }
   print_lat_report(o_, size, tposted_.data(), o_.iters, scratch_.data());

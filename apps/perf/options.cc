@@ -82,6 +82,18 @@ bool nonnegative(const char* name, const std::string& s, double* out, std::strin
   return true;
 }
 
+// The value of `s` among `names` (perftest's strcmp chains); false if none is `s`.
+template <typename E>
+bool named(const std::string& s, std::initializer_list<std::pair<const char*, E>> names, E* out) {
+  for (const auto& [name, value] : names) {
+    if (s == name) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 // perftest's -s: a number with an optional K or M suffix, 1 .. UINT_MAX/2.
 bool parse_size(const std::string& in, uint64_t* out, std::string* err) {
   std::string s = in;
@@ -139,11 +151,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
       rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
-      hop_limit, output, limit_bw, limit_msgrate, latency_gap;
+      hop_limit, output, limit_bw, limit_msgrate, latency_gap, rate_limit, rate_units,
+      rate_limit_type, burst_size;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
        run_infinitely = false, perform_warm_up = false, old_post_send = false, reversed = false,
-       mr_per_qp = false, use_srq = false;
+       mr_per_qp = false, use_srq = false, cpu_util = false;
   app.add_option("test", test, "test to run")->required()->type_name("TEST");
   app.add_option("server", server, "the server's IPv4 address or name (client side)")
       ->type_name("SERVER");
@@ -201,6 +214,21 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                  "hop limit of the QPs' GRH, 0-255 (as on Linux, RoCEv2 frames carry the "
                  "route's: 64)")
       ->type_name("N");
+  app.add_option("--rate_limit", rate_limit,
+                 "bw tests: send at most this rate (--rate_units), in bursts of --burst_size "
+                 "messages (perftest's SW limiter)")
+      ->type_name("RATE");
+  app.add_option("--rate_units", rate_units, "g: Gb/s (default), M: MB/s, p: messages/s")
+      ->type_name("g|M|p");
+  app.add_option("--rate_limit_type", rate_limit_type,
+                 "SW (roce-perf's only: HW, the default, falls back to it as perftest's does "
+                 "where the port takes no static rate)")
+      ->type_name("SW|HW|PP");
+  app.add_option("--burst_size", burst_size, "messages per burst of the rate limiter (-t)")
+      ->type_name("N");
+  app.add_flag("--cpu_util", cpu_util,
+               "-D runs: add the CPU's use over the sample window, in percent, to the report "
+               "(perftest's: user / (user + idle) time of /proc/stat)");
   app.add_option("--latency_gap", latency_gap,
                  "lat tests: wait this many microseconds before each post (the samples include "
                  "it, as perftest's)")
@@ -408,13 +436,11 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   }
   if (!sl.empty() && !int_in("sl", sl, 0, 15, &o->sl, &err)) return fail(err);
   if (!output.empty()) {
-    if (output == "bandwidth") {
-      o->output = PerfOptions::Output::kBandwidth;
-    } else if (output == "message_rate") {
-      o->output = PerfOptions::Output::kMessageRate;
-    } else if (output == "latency") {
-      o->output = PerfOptions::Output::kLatency;
-    } else {
+    using Out = PerfOptions::Output;
+    if (!named(output,
+               {std::pair{"bandwidth", Out::kBandwidth},
+                std::pair{"message_rate", Out::kMessageRate}, std::pair{"latency", Out::kLatency}},
+               &o->output)) {
       return fail("--output: '" + output +
                   "': invalid verbosity level output flag. Please use bandwidth, latency, "
                   "message_rate");
@@ -487,11 +513,72 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     return fail("--use-srq: a shared receive queue is only available in SEND tests");
   }
   o->use_srq = use_srq;
+  o->cpu_util = cpu_util;
+  if (!rate_limit.empty() || !rate_limit_type.empty()) {
+    // perftest: a rate makes the limiter HW unless a type is given; HW on a RoCE port (no
+    // static rate) falls back to SW with the line below, unless HW was asked for by name.
+    if (!rate_limit.empty() &&
+        !(nonnegative("rate_limit", rate_limit, &o->rate_limit, &err) && o->rate_limit > 0)) {
+      return fail("rate_limit: '" + rate_limit + "' is not a rate above 0");
+    }
+    if (rate_limit_type == "HW") {
+      return fail("--rate_limit_type HW: a RoCE port takes no static rate: use SW");
+    }
+    if (rate_limit_type == "PP") {
+      return fail("--rate_limit_type PP: packet pacing is not supported: use SW");
+    }
+    if (!rate_limit_type.empty() && rate_limit_type != "SW") {
+      return fail("rate_limit_type: '" + rate_limit_type + "': use HW, SW or PP");
+    }
+    if (rate_limit.empty()) return fail("--rate_limit_type: give the rate (--rate_limit)");
+    if (!bw || o->verb == Verb::kAtomic || (o->verb == Verb::kSend && bidir)) {
+      return fail(
+          "--rate_limit: SW Rate limiter cann't be executed on non-BW, ATOMIC or "
+          "bidirectional SEND tests");
+    }
+    if (bidir) {
+      return fail(
+          "--rate_limit: perftest limits no -b run (it ignores the limit there): run "
+          "one direction");
+    }
+    if (o->run_infinitely) return fail("--run_infinitely does not support rate limit feature yet");
+  }
+  if (!rate_units.empty()) {
+    using Units = PerfOptions::RateUnits;
+    if (!named(rate_units,
+               {std::pair{"g", Units::kGbps}, std::pair{"M", Units::kMBps},
+                std::pair{"p", Units::kPps}},
+               &o->rate_units)) {
+      return fail("rate_units: '" + rate_units +
+                  "': Invalid rate limit units. Please use M,g or p");
+    }
+  }
+  if (!burst_size.empty()) {
+    if (!int_in("burst_size", burst_size, 0, INT_MAX, &o->burst_size, &err)) return fail(err);
+    if (o->burst_size > 0 && o->rate_limit == 0) {
+      return fail("--burst_size: Can't enable burst mode when rate limiter is off");
+    }
+  }
+  // perftest warns and goes on without the column.
+  if (cpu_util && !o->duration_mode) {
+    std::fprintf(stderr, " CPU Utilization works only with Duration mode.\n");
+  } else if (cpu_util && o->run_infinitely) {
+    std::fprintf(stderr, " --cpu_util: --run_infinitely has no sample window: no CPU column.\n");
+  }
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
+  const bool burst_defaulted = o->rate_limit > 0 && o->burst_size <= 0;
   if (!apply_dependencies(o, &err)) return fail(err);
   if (o->verify) {
     for (uint64_t s : o->size_list) {
       if (s > kMaxVerifySize) return fail("--verify: sizes up to 8 MiB");
+    }
+  }
+  // perftest's notes, once every check has passed (a bad command line gets one line only).
+  if (o->rate_limit > 0) {
+    if (burst_defaulted)
+      std::fprintf(stderr, " Setting burst size to tx depth = %d\n", o->tx_depth);
+    if (rate_limit_type.empty()) {
+      std::fprintf(stderr, "The QP failed to accept HW rate limit, providing SW rate limit\n");
     }
   }
   return -1;
@@ -534,6 +621,7 @@ bool apply_dependencies(PerfOptions* o, std::string* err) {
            std::to_string(o->num_qps) + "; -q)";
     return false;
   }
+  if (o->rate_limit > 0 && o->burst_size <= 0) o->burst_size = o->tx_depth;
   // Big messages need no completion moderation, and with it the bandwidth would be skewed.
   // (Not with -e: perftest keeps the moderation there, one event per completion would cost.)
   // (Nor for UD, whose messages are never big.)

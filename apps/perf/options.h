@@ -92,7 +92,15 @@ struct PerfOptions {
   bool report_histogram = false;
   int qp_timeout = 14;
   int sl = 0;
-  int traffic_class = 0;   // --tclass: the GRH's traffic class (IP DSCP + ECN)
+  int traffic_class = 0;  // --tclass: the GRH's traffic class (IP DSCP + ECN)
+  // --rate_limit (perftest's SW rate limiter): bursts of `burst_size` messages, each burst
+  // starting a gap of burst_size / rate seconds before the next may start.
+  enum class RateUnits { kGbps, kMBps, kPps };  // --rate_units g (default), M, p
+  double rate_limit = 0;                        // 0: no limit
+  RateUnits rate_units = RateUnits::kGbps;
+  int burst_size = 0;     // 0: the TX depth
+  bool cpu_util = false;  // --cpu_util: a CPU_Util[%] column (perftest: -D runs only)
+  bool cpu_util_on() const { return cpu_util && duration_mode && !run_infinitely; }
   int latency_gap_us = 0;  // --latency_gap: lat tests spin this long before each post
   int hop_limit = 64;      // -L: the GRH's hop limit (RoCEv2 frames carry the route's, as on Linux)
 

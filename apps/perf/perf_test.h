@@ -101,9 +101,24 @@ inline std::string count_text(uint64_t n, uint64_t total) {
 // perftest's -D state machine (catch_alarm), driven by the clock instead of SIGALRM:
 // START --margin--> SAMPLE --duration-2*margin--> STOP_SAMPLE --margin--> END. Messages count
 // only while sampling; the sample window's ends are the report's timestamps.
+// --cpu_util: perftest's figure, from the first line of /proc/stat ("cpu user nice system idle
+// ...", in clock ticks, all CPUs) read as the sample window opens and as it closes: user time
+// over user + idle time, in percent. (perftest's formula: nice, system, iowait and the rest do
+// not count, so a CPU busy in the kernel reads as idle.) 0 when the window never closed.
+class CpuUtil {
+ public:
+  void read(int at);  // 0: the window opens, 1: it closes
+  double percent() const;
+
+ private:
+  long long user_[2] = {0, 0}, idle_[2] = {0, 0};
+};
+
 class DurationClock {
  public:
   enum State { kStart, kSample, kStopSample, kEnd };
+  // With `cpu` (--cpu_util), /proc/stat is read as the window opens and closes.
+  explicit DurationClock(CpuUtil* cpu = nullptr) : cpu_(cpu) {}
   void start(uint64_t now, int duration_s, int margin_s) {
     const uint64_t s = 1'000'000'000;
     sample_at_ = now + static_cast<uint64_t>(margin_s) * s;
@@ -116,10 +131,12 @@ class DurationClock {
     if (state_ == kStart && now >= sample_at_) {
       state_ = kSample;
       sample_start_ = now;
+      if (cpu_) cpu_->read(0);
     }
     if (state_ == kSample && now >= stop_at_) {
       state_ = kStopSample;
       sample_end_ = now;
+      if (cpu_) cpu_->read(1);
     }
     if (state_ == kStopSample && now >= end_at_) state_ = kEnd;
   }
@@ -144,6 +161,7 @@ class DurationClock {
   uint64_t sample_at_ = 0, stop_at_ = 0, end_at_ = 0;
   uint64_t sample_start_ = 0, sample_end_ = 0;
   uint32_t polls_ = 0;
+  CpuUtil* cpu_;
 };
 
 class PerfTest {
@@ -217,6 +235,8 @@ class PerfTest {
   bool run_iter_bi(uint64_t size);
   class BwSender;
   class BwReceiver;
+  static constexpr double kMaxRateGapNs = 10e9;
+  bool rate_gap_ns(uint64_t size, uint64_t* gap_ns);
   class InfiniteReport;
   // The report's window: -D's sample, or the end of a -n run without per-message stamps.
   void finish_bw_window(const DurationClock& dur, uint64_t tot_iters);
@@ -278,6 +298,8 @@ class PerfTest {
   uint64_t sample_ns_ = 0;       // duration mode: length of the sample window
   BwReport last_report_;
   BwLimits limits_;  // -w / -y
+  CpuUtil cpu_;      // --cpu_util
+  CpuUtil* cpu() { return o_.cpu_util_on() ? &cpu_ : nullptr; }
 
   // --verify.
   struct VerifyState {

@@ -103,10 +103,21 @@ void print_address(const PerfOptions& o, const KeyMessage& k, bool remote) {
 }
 
 namespace {
+// perftest's RESULT_EXT / RESULT_EXT_CPU_UTIL and REPORT_EXT / REPORT_EXT_CPU_UTIL.
+void end_header(const PerfOptions& o) {
+  std::printf("%s", o.cpu_util_on() ? "    CPU_Util[%]\n" : "\n");
+}
+void end_report(const PerfOptions& o, double cpu) {
+  if (o.cpu_util_on()) {
+    std::printf("\t    %-3.2f\n", cpu);
+  } else {
+    std::printf("\n");
+  }
+}
 void bw_header(const PerfOptions& o) {
   std::printf("%s", kResultLine);
   std::printf("%s", o.report_gbits ? kResultFmtG : kResultFmt);
-  std::printf("\n");
+  end_header(o);
   std::fflush(stdout);
 }
 }  // namespace
@@ -119,7 +130,7 @@ void print_lat_header(const PerfOptions& o) {
   if (!o.full_output()) return;
   std::printf("%s", kResultLine);
   std::printf("%s", o.duration_mode ? kResultFmtLatDur : kResultFmtLat);
-  std::printf("\n");
+  end_header(o);
   std::fflush(stdout);
 }
 
@@ -161,7 +172,7 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
   return r;
 }
 
-void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote) {
+void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote, double cpu) {
   // perftest picks the format by this side's own average, before the peer's is added.
   const bool inc_accuracy = r.bw_avg < 0.1 && o.report_gbits;
   double peak = r.bw_peak, avg = r.bw_avg, rate = r.msg_rate;
@@ -183,17 +194,18 @@ void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* re
     std::printf(" %-7lu    %-10" PRIu64 "       %-7.2lf            %-7.2lf\t\t   %-7.6lf",
                 static_cast<unsigned long>(r.size), r.iters, peak, avg, rate);
   }
-  std::printf("\n");
+  end_report(o, cpu);
   std::fflush(stdout);
 }
 
-void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs) {
+void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs,
+                       double cpu) {
   // perftest's atomic_bw spells these without the space before the newline.
   const char* colon = o.verb == Verb::kAtomic ? ":" : ": ";
   const auto block = [&](const char* side, const BwReport& r) {
     std::printf("%s\n %s results%s\n", kResultLine, side, colon);
-    bw_header(o);  // whatever the verbosity, as perftest
-    print_bw_report(o, r);
+    bw_header(o);                         // whatever the verbosity, as perftest
+    print_bw_report(o, r, nullptr, cpu);  // perftest's calc_cpu_util: this side's, on both
   };
   block("Local", mine);
   if (theirs) block("Remote", *theirs);  // send_bw -b -D swaps none (perftest prints garbage)
@@ -254,7 +266,7 @@ void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* poste
 }
 
 void print_lat_duration_report(const PerfOptions& o, uint64_t size, uint64_t iters,
-                               uint64_t elapsed_ns) {
+                               uint64_t elapsed_ns, double cpu) {
   const double usec = static_cast<double>(elapsed_ns) / kNsPerUsec;
   const double latency = iters ? usec / rtt_factor(o.verb) / static_cast<double>(iters) : 0;
   const double tps = usec > 0 ? static_cast<double>(iters) / (usec / 1e6) : 0;
@@ -265,7 +277,7 @@ void print_lat_duration_report(const PerfOptions& o, uint64_t size, uint64_t ite
   }
   std::printf(" %-7lu       %" PRIu64 "            %-7.2f        %-7.2f",
               static_cast<unsigned long>(size), iters, latency, tps);
-  std::printf("\n");
+  end_report(o, cpu);
   std::fflush(stdout);
 }
 

@@ -47,7 +47,9 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
 // print_full_bw_report: one result line. With `remote` (-b: the peer's report of its own
 // direction), peak, average and message rate are the sums of both directions; #bytes and
 // #iterations stay this side's, as perftest prints them.
-void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr);
+// With --cpu_util (PerfOptions::cpu_util_on), `cpu` (this side's, percent) ends the line.
+void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr,
+                     double cpu = 0);
 
 // perftest's limit verifier (-w / -y): a result counts when print_full_bw_report would count it
 // (a -b run's summed line, any other run's own line). Passed once any result reaches the limit.
@@ -61,7 +63,8 @@ struct BwLimits {
 
 // --report-both (with -b, one size): this side's line and the peer's, each under a header of
 // its own, after the summed line; without the peer's report (send_bw -b -D) only this side's.
-void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs);
+void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs,
+                       double cpu = 0);
 
 // print_report_lat: `posted` holds iters timestamps; the deltas between them are the samples.
 // `scratch` must hold iters entries (sorted in place: no allocation while printing).
@@ -69,6 +72,6 @@ void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* poste
                       uint64_t* scratch);
 // print_report_lat_duration.
 void print_lat_duration_report(const PerfOptions& o, uint64_t size, uint64_t iters,
-                               uint64_t elapsed_ns);
+                               uint64_t elapsed_ns, double cpu = 0);
 
 }  // namespace roce::perf

@@ -32,6 +32,23 @@ bool PerfTest::fail(const std::string& why, int code) {
   return false;
 }
 
+void CpuUtil::read(int at) {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return;
+  long long user = 0, nice = 0, system = 0, idle = 0;
+  if (std::fscanf(f, "cpu %lld %lld %lld %lld", &user, &nice, &system, &idle) == 4) {
+    user_[at] = user;
+    idle_[at] = idle;
+  }
+  std::fclose(f);
+}
+
+double CpuUtil::percent() const {
+  const long long user = user_[1] - user_[0], idle = idle_[1] - idle_[0];
+  if (user + idle <= 0) return 0;
+  return static_cast<double>(user) / static_cast<double>(user + idle) * 100;
+}
+
 bool PerfTest::recv_len_ok(uint32_t byte_len, uint64_t size) {
   const uint64_t want = recv_len(size);
   if (byte_len == want) return true;
@@ -91,7 +108,7 @@ int PerfTest::run() {
 }
 
 void PerfTest::report_bw(const BwReport& r, const BwReport* remote) {
-  print_bw_report(o_, r, remote);
+  print_bw_report(o_, r, remote, cpu_.percent());
   limits_.count(o_, r, remote);
 }
 
@@ -208,7 +225,8 @@ bool PerfTest::exchange_and_print_sum() {
   BwReport theirs;
   if (!oob_.exchange_bw_reports(last_report_, &theirs, &err)) return fail(err);
   report_bw(last_report_, &theirs);
-  if (o_.report_both && !o_.multi_size) print_report_both(o_, last_report_, &theirs);
+  if (o_.report_both && !o_.multi_size)
+    print_report_both(o_, last_report_, &theirs, cpu_.percent());
   return true;
 }
 
@@ -270,7 +288,7 @@ bool PerfTest::send_bw_duplex() {
     last_report_ = bw_report(size);
     if (o_.duration_mode) {
       report_bw(last_report_);
-      if (o_.report_both) print_report_both(o_, last_report_, nullptr);
+      if (o_.report_both) print_report_both(o_, last_report_, nullptr, cpu_.percent());
     } else if (!exchange_and_print_sum()) {
       return false;
     }

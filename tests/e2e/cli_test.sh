@@ -47,6 +47,20 @@ expect 2 "--perform_warm_up: valid in write_bw, read_bw and atomic_bw" send_bw -
 expect 2 "--perform_warm_up: --verify checks its own messages only" write_bw --verify --perform_warm_up
 expect 2 "--reversed: --verify runs in the usual direction" write_bw --verify --reversed
 expect 2 "--mr_per_qp: --verify uses one memory region" write_bw --verify --mr_per_qp
+expect 2 "rate_limit: '0' is not a rate above 0" write_bw --rate_limit 0
+expect 2 "rate_limit: 'fast' is not a rate above 0" write_bw --rate_limit fast
+expect 2 "--rate_limit_type HW: a RoCE port takes no static rate: use SW" write_bw --rate_limit 10 --rate_limit_type HW
+expect 2 "--rate_limit_type PP: packet pacing is not supported: use SW" write_bw --rate_limit 10 --rate_limit_type PP
+expect 2 "rate_limit_type: 'XX': use HW, SW or PP" write_bw --rate_limit 10 --rate_limit_type XX
+expect 2 "--rate_limit_type: give the rate \\(--rate_limit\\)" write_bw --rate_limit_type SW
+expect 2 "--rate_limit: SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests" write_lat --rate_limit 1
+expect 2 "--rate_limit: SW Rate limiter cann't be executed" atomic_bw --rate_limit 1
+expect 2 "--rate_limit: SW Rate limiter cann't be executed" send_bw -b --rate_limit 1
+expect 2 "--rate_limit: perftest limits no -b run" write_bw -b --rate_limit 1
+expect 2 "--run_infinitely does not support rate limit feature yet" write_bw --run_infinitely --rate_limit 1
+expect 2 "rate_units: 'G': Invalid rate limit units. Please use M,g or p" write_bw --rate_limit 1 --rate_units G
+expect 2 "--burst_size: Can't enable burst mode when rate limiter is off" write_bw --burst_size 4
+expect 2 "burst_size: '-1' is not a number in 0..2147483647" write_bw --rate_limit 1 --burst_size -1
 expect 2 "--latency_gap: only for latency tests" write_bw --latency_gap 5
 expect 2 "latency_gap: '-1' is not a number in 0..10000000" send_lat --latency_gap -1
 expect 2 "--use-srq: a shared receive queue is only available in SEND tests" write_bw --use-srq

@@ -21,6 +21,14 @@
 #   - --latency_gap 1000: each side spins 1 ms before each post and the samples include it, as
 #     perftest's do, so no sample of write_lat, read_lat or send_lat is under 1000 us (write and
 #     send halve a round trip that holds both sides' gaps; read has the client's only).
+#   - --cpu_util with -D: the report gains perftest's CPU_Util[%] column, and busy-polling sides
+#     show a share above 0 and at most 100 (write_bw, send_bw on both sides, send_lat); without
+#     -D perftest's warning and no column.
+#   - --rate_limit (perftest's SW limiter): 200 messages in bursts of 10 leave 19 gaps of
+#     10 / rate seconds, so the average can be at most 20/19 of the rate: write_bw at 0.5 Gb/s
+#     (at most 0.526; about 7 unlimited) and send_bw at 1000 messages a second (-s 64,
+#     --rate_units p: at most 1053). Without a type the limiter is perftest's HW one, which
+#     falls back to SW with perftest's line.
 #
 # Usage: perf_loops_test.sh ROCE_PERF
 E2E_NAME=loops
@@ -100,4 +108,37 @@ for t in write_lat read_lat send_lat; do
     die "$t --latency_gap 1000: t_min '$tmin' us, want at least 1000"
   log "$t --latency_gap 1000: $(report_lines "$WORK/gap_$t.client.out" | tr -s ' \t' ' ')"
 done
+# cpu_col FILE: the CPU_Util[%] of FILE's report line, if its header has the column.
+cpu_col() {
+  grep -q 'MsgRate\[Mpps\]    CPU_Util\[%\]$\|tps average    CPU_Util\[%\]$' "$1" || return 0
+  grep -A1 'CPU_Util\[%\]$' "$1" | tail -n 1 | awk '{print $NF}'
+}
+for t in write_bw send_bw send_lat; do
+  run_pair "cpu_$t" 60 "$t -D 2 -f 0 --cpu_util" "$t -D 2 -f 0 --cpu_util"
+  sides=client
+  [[ $t != write_bw ]] && sides="server client"
+  for side in $sides; do
+    cpu=$(cpu_col "$WORK/cpu_$t.$side.out")
+    [[ -n $cpu ]] && awk -v c="$cpu" 'BEGIN { exit !(c > 0 && c <= 100) }' ||
+      die "$t -D --cpu_util $side: CPU_Util '$cpu', want a share above 0 and at most 100"
+  done
+  log "$t -D 2 --cpu_util: $(grep -A1 'CPU_Util' "$WORK/cpu_$t.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+done
+run_pair cpu_iters 60 "write_bw -n 100 --cpu_util" "write_bw -n 100 --cpu_util"
+grep -q "CPU Utilization works only with Duration mode" "$WORK/cpu_iters.client.out" ||
+  die "--cpu_util without -D: no warning"
+! grep -q 'CPU_Util' "$WORK/cpu_iters.client.out" || die "--cpu_util without -D: a CPU column"
+run_pair rate_gbps 60 "write_bw -n 200 --report_gbits" \
+  "write_bw -n 200 --report_gbits --rate_limit 0.5 --rate_limit_type SW --burst_size 10"
+avg=$(report_lines "$WORK/rate_gbps.client.out" | awk '{print $4}')
+[[ -n $avg ]] && awk -v a="$avg" 'BEGIN { exit !(a <= 0.5 * 20 / 19) }' ||
+  die "write_bw --rate_limit 0.5: average '$avg' Gb/s, want at most $(awk 'BEGIN { print 0.5 * 20 / 19 }')"
+log "write_bw --rate_limit 0.5 (Gb/s, bursts of 10): $(report_lines "$WORK/rate_gbps.client.out" | tr -s ' \t' ' ')"
+run_pair rate_pps 60 "send_bw -s 64 -n 200" "send_bw -s 64 -n 200 --rate_limit 1000 --rate_units p --burst_size 10"
+rate=$(report_lines "$WORK/rate_pps.client.out" | awk '{print $5}')
+[[ -n $rate ]] && awk -v r="$rate" 'BEGIN { exit !(r * 1e6 <= 1000 * 20 / 19) }' ||
+  die "send_bw --rate_limit 1000 p: $rate Mpps, want at most $(awk 'BEGIN { print 1000 * 20 / 19 }') messages a second"
+grep -q "The QP failed to accept HW rate limit, providing SW rate limit" "$WORK/rate_pps.client.out" ||
+  die "--rate_limit without a type: no fall-back line"
+log "send_bw --rate_limit 1000 p (bursts of 10): $(report_lines "$WORK/rate_pps.client.out" | tr -s ' \t' ' ')"
 log "PASS"

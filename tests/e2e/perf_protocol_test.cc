@@ -831,6 +831,37 @@ TEST(Report, DurationLatencyLineIsPerftests) {
             " 2             1000            4.00           250000.00\n");
 }
 
+// --cpu_util (perftest's RESULT_EXT_CPU_UTIL and REPORT_EXT_CPU_UTIL): in a -D run the headers
+// end with the column's title and the lines with this side's share; not without -D.
+TEST(Report, CpuUtilColumnIsPerftests) {
+  PerfOptions o;
+  o.cpu_util = true;
+  o.duration_mode = true;
+  testing::internal::CaptureStdout();
+  print_bw_header(o);
+  print_bw_report(o, BwReport{65536, 5000, 0, 1500.07, 0.024001}, nullptr, 87.5);
+  EXPECT_EQ(
+      testing::internal::GetCapturedStdout(),
+      std::string(kResultLine) +
+          " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
+          "MsgRate[Mpps]    CPU_Util[%]\n"
+          " 65536      5000             0.00               1500.07\t\t   0.024001\t    87.50\n");
+  o.kind = TestKind::kLat;
+  o.verb = Verb::kSend;
+  testing::internal::CaptureStdout();
+  print_lat_header(o);
+  print_lat_duration_report(o, 2, 1000, 4'000'000, 100);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            std::string(kResultLine) +
+                " #bytes        #iterations       t_avg[usec]    tps average    CPU_Util[%]\n"
+                " 2             1000            2.00           250000.00\t    100.00\n");
+  o.duration_mode = false;  // perftest: a warning, and no column
+  testing::internal::CaptureStdout();
+  print_bw_report(o, BwReport{65536, 5000, 1655.5, 1500.07, 0.024001}, nullptr, 87.5);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            " 65536      5000             1655.50            1500.07\t\t   0.024001\n");
+}
+
 // The peak over windows that end at a signalled completion: with -Q 2 those are messages 1
 // and 3 (every second one) and the last, 4, signalled because it is the last.
 TEST(Report, BwPeakWindowsEndAtModeratedCompletionsAndAtTheLast) {

@@ -60,6 +60,24 @@ interop() {
     report_lines "$WORK/$name.$side.out" | tail -n 1 | grep -q . || die "$name: no result line ($side)"
   done
   echo "    $(report_lines "$WORK/$name.client.out" | tail -n 1 | tr -s ' \t' ' ')"
+  if [[ " $* " == *" --cpu_util "* ]]; then
+    for side in server client; do
+      grep -q 'CPU_Util\[%\]$' "$WORK/$name.$side.out" || die "$name: no CPU_Util column ($side)"
+    done
+  fi
+  # --rate_limit L (bursts of 10, 200 messages): the sender's average is at most L x 20/19, in
+  # Gb/s (--report_gbits: BW average) or, with --rate_units p, messages a second (MsgRate).
+  if [[ " $* " == *" --rate_limit "* ]]; then
+    local lim v
+    lim=$(sed -n 's/.*--rate_limit \([0-9.]*\).*/\1/p' <<<"$*")
+    if [[ " $* " == *" --rate_units p "* ]]; then
+      v=$(report_lines "$WORK/$name.client.out" | tail -n 1 | awk '{print $5 * 1e6}')
+    else
+      v=$(report_lines "$WORK/$name.client.out" | tail -n 1 | awk '{print $4}')
+    fi
+    awk -v v="$v" -v l="$lim" 'BEGIN { exit !(v != "" && v <= l * 20 / 19) }' ||
+      die "$name: the sender's average '$v' exceeds $lim x 20/19"
+  fi
   # --latency_gap G: every sample holds at least G us of spinning (a ping-pong's half round trip
   # holds both sides' gaps, a READ's round trip the client's).
   if [[ " $* " == *" --latency_gap "* ]]; then
@@ -149,6 +167,12 @@ for mode in ps rs; do
   interop $mode write_lat --latency_gap 500 -n 200
   interop $mode send_lat --latency_gap 500 -n 200
   interop $mode read_lat --latency_gap 500 -n 200
+  # --cpu_util: a -D run's report gains the CPU_Util[%] column on every side that reports.
+  interop $mode send_bw -D 2 --cpu_util
+  interop $mode write_lat -D 2 --cpu_util
+  # --rate_limit (SW): the sender's 200 messages in bursts of 10 average at most 20/19 of it.
+  interop $mode write_bw --rate_limit 0.5 --rate_limit_type SW --burst_size 10 --report_gbits -n 200
+  interop $mode send_bw -s 64 --rate_limit 1000 --rate_units p --rate_limit_type SW --burst_size 10 -n 200
   # -e: both sides sleep on completion events (perftest in our libibverbs' channel).
   for t in read_bw send_bw atomic_bw read_lat send_lat; do  # perftest: no -e on WRITE
     interop $mode $t -e -n 200
