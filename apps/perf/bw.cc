@@ -239,7 +239,7 @@ class PerfTest::InfiniteReport {
     r.bw_peak = 0;
     r.bw_avg = static_cast<double>(factor_ * size_ * n) / secs / unit;
     r.msg_rate = static_cast<double>(factor_ * n) / secs / 1e6;
-    print_bw_report(p_.o_, r);
+    print_bw_infinite_report(p_.o_, r);
     last_ns_ = now;
     last_count_ = count;
   }

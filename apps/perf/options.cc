@@ -226,6 +226,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       ->type_name("SW|HW|PP");
   app.add_option("--burst_size", burst_size, "messages per burst of the rate limiter (-t)")
       ->type_name("N");
+  app.add_flag("--out_json", o->out_json,
+               "also write each result to --out_json_file, in perftest's format (its \"JSON\": "
+               "unquoted keys), replacing the file's last one");
+  app.add_option("--out_json_file", o->out_json_file,
+                 "the --out_json file (perftest_out.json in the working directory)")
+      ->type_name("FILE");
   app.add_flag("--cpu_util", cpu_util,
                "-D runs: add the CPU's use over the sample window, in percent, to the report "
                "(perftest's: user / (user + idle) time of /proc/stat)");

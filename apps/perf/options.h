@@ -98,7 +98,9 @@ struct PerfOptions {
   enum class RateUnits { kGbps, kMBps, kPps };  // --rate_units g (default), M, p
   double rate_limit = 0;                        // 0: no limit
   RateUnits rate_units = RateUnits::kGbps;
-  int burst_size = 0;     // 0: the TX depth
+  int burst_size = 0;                               // 0: the TX depth
+  bool out_json = false;                            // --out_json: the report file too
+  std::string out_json_file = "perftest_out.json";  // --out_json_file (perftest's default)
   bool cpu_util = false;  // --cpu_util: a CPU_Util[%] column (perftest: -D runs only)
   bool cpu_util_on() const { return cpu_util && duration_mode && !run_infinitely; }
   int latency_gap_us = 0;  // --latency_gap: lat tests spin this long before each post

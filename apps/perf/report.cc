@@ -1,5 +1,7 @@
 #include "apps/perf/report.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -41,7 +43,77 @@ void print_result_line(const PerfOptions& o) {
   if (o.full_output()) std::printf("%s", kResultLine);
 }
 
+namespace {
+BannerInfo g_banner;  // the run's, as print_banner was given it: --out_json's test_info
+
+// perftest's open_file_write (the file truncated, mode 0600) and the opening of its report
+// file: "{", then write_test_info_to_file's block. Null without --out_json, or after perftest's
+// line when the file cannot be opened.
+std::FILE* json_open(const PerfOptions& o) {
+  if (!o.out_json) return nullptr;
+  const int fd = ::open(o.out_json_file.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+  std::FILE* f = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+  if (!f) {
+    if (fd >= 0) ::close(fd);
+    std::fprintf(stderr, "failed to open %s\n", o.out_json_file.c_str());
+    return nullptr;
+  }
+  const BannerInfo& b = g_banner;
+  std::fprintf(f, "{\n");
+  std::fprintf(f, "test_info: {\n");
+  std::fprintf(f, "test: %s_", verb_name(o.verb));
+  if (o.verb == Verb::kAtomic) {
+    std::fprintf(f, "%s_",
+                 o.atomic_type == AtomicType::kCmpAndSwap ? "CMP_AND_SWAP" : "FETCH_AND_ADD");
+  }
+  if (o.kind == TestKind::kBw) {
+    if (o.duplex) std::fprintf(f, "Bidirectional_");
+    if (o.post_list > 1) std::fprintf(f, "Post_List_");
+    std::fprintf(f, "BW_");
+  } else {
+    std::fprintf(f, "Latency_");
+  }
+  std::fprintf(f, "Test,\n");
+  if (o.use_event) {
+    std::fprintf(f, "Test with events: Using_%s_comp%d,\n", b.device.c_str(), o.eq_num);
+  }
+  std::fprintf(f, "Dual_port: %s,\nDevice: \"%s\",\n", "OFF", b.device.c_str());
+  std::fprintf(f, "Number_of_qps: %d,\nTransport_type: %s,\n", o.num_qps, "IB");
+  std::fprintf(f, "Connection_type: %s,\nUsing_SRQ: %s,\n", conn_name(o.conn),
+               o.use_srq ? "ON" : "OFF");
+  std::fprintf(f, " PCIe_relax_order: %s,\n", "Unsupported");  // (sic: perftest's space)
+  std::fprintf(f, "ibv_wr_API: %s,\n", "OFF");
+  if (o.client() || o.duplex) std::fprintf(f, "TX_depth : %d,\n", o.tx_depth);
+  if (o.post_list > 1) std::fprintf(f, "Post_List: %d,\n", o.post_list);
+  if (o.verb == Verb::kSend && (!o.client() || o.duplex)) {
+    std::fprintf(f, "RX_depth: %d,\n", o.rx_depth);
+  }
+  if (o.kind == TestKind::kBw) std::fprintf(f, "CQ_Moderation: %d,\n", o.cq_mod);
+  std::fprintf(f, "Mtu: %u,\n", mtu_bytes(b.mtu));
+  std::fprintf(f, "Link_type: %s,\n", "Ethernet");
+  std::fprintf(f, "GID_index: %d,\n", b.gid_index);
+  if (o.verb != Verb::kRead && o.verb != Verb::kAtomic) {
+    std::fprintf(f, "Max_inline_data: %d,\n", o.inline_size);
+  } else {
+    std::fprintf(f, "Outstand_reads: %d,\n", b.out_reads);
+  }
+  std::fprintf(f, "rdma_cm_QPs: %s,\n", "OFF");
+  std::fprintf(f, "Data_ex_method: %s,\n", "Ethernet");
+  std::fprintf(f, "},\n");
+  std::fprintf(f, "results: {\n");
+  return f;
+}
+
+// The results block's end (with --cpu_util's entry where perftest writes it) and the file's.
+void json_close(std::FILE* f, const PerfOptions& o, bool cpu_entry, double cpu) {
+  if (cpu_entry && o.cpu_util_on()) std::fprintf(f, "CPU_util: %.2f,\n", cpu);
+  std::fprintf(f, "},\n}\n");
+  std::fclose(f);
+}
+}  // namespace
+
 void print_banner(const PerfOptions& o, const BannerInfo& b) {
+  g_banner = b;
   if (!o.full_output()) return;
   std::printf("%s", kResultLine);
   std::printf("                    ");
@@ -172,7 +244,9 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
   return r;
 }
 
-void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote, double cpu) {
+namespace {
+void bw_line(const PerfOptions& o, const BwReport& r, const BwReport* remote, double cpu,
+             bool json) {
   // perftest picks the format by this side's own average, before the peer's is added.
   const bool inc_accuracy = r.bw_avg < 0.1 && o.report_gbits;
   double peak = r.bw_peak, avg = r.bw_avg, rate = r.msg_rate;
@@ -180,6 +254,21 @@ void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* re
     peak += remote->bw_peak;
     avg += remote->bw_avg;
     rate += remote->msg_rate;
+  }
+  if (std::FILE* f = json ? json_open(o) : nullptr) {  // write_bw_report_to_file
+    if (o.output == PerfOptions::Output::kBandwidth) {
+      std::fprintf(f, "bw_avg: %lf,\n", avg);
+    } else if (o.output == PerfOptions::Output::kMessageRate) {
+      std::fprintf(f, "msgRate_avg: %lf,\n", rate);
+    } else {
+      std::fprintf(f,
+                   inc_accuracy ? "MsgSize: %lu,\nn_iterations: %" PRIu64
+                                  ",\nBW_peak: %.6lf,\nBW_average: %.6lf,\nMsgRate: %.6lf,\n"
+                                : "MsgSize: %lu,\nn_iterations: %" PRIu64
+                                  ",\nBW_peak: %.2lf,\nBW_average: %.2lf,\nMsgRate: %.6lf,\n",
+                   static_cast<unsigned long>(r.size), r.iters, peak, avg, rate);
+    }
+    json_close(f, o, true, cpu);
   }
   if (o.output == PerfOptions::Output::kBandwidth ||
       o.output == PerfOptions::Output::kMessageRate) {
@@ -196,6 +285,15 @@ void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* re
   }
   end_report(o, cpu);
   std::fflush(stdout);
+}
+}  // namespace
+
+void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote, double cpu) {
+  bw_line(o, r, remote, cpu, true);
+}
+
+void print_bw_infinite_report(const PerfOptions& o, const BwReport& r) {
+  bw_line(o, r, nullptr, 0, false);
 }
 
 void print_report_both(const PerfOptions& o, const BwReport& mine, const BwReport* theirs,
@@ -250,6 +348,23 @@ void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* poste
   const auto iters_99 = static_cast<uint64_t>(std::ceil(static_cast<double>(measure_cnt) * 0.99));
   const auto iters_99_9 =
       static_cast<uint64_t>(std::ceil(static_cast<double>(measure_cnt) * 0.999));
+  const double t_min = static_cast<double>(delta[0]) / q;
+  const double t_max = static_cast<double>(delta[measure_cnt]) / q;
+  const double p99 = static_cast<double>(delta[iters_99]) / q;
+  const double p99_9 = static_cast<double>(delta[iters_99_9]) / q;
+  if (std::FILE* f = json_open(o)) {  // write_report_lat_to_file
+    if (o.output == PerfOptions::Output::kLatency) {
+      std::fprintf(f, "avg_lat: %lf,\n", average);
+    } else {
+      std::fprintf(f,
+                   "MsgSize: %lu,\nn_iterations: %" PRIu64
+                   ",\nt_min: %.2f,\nt_max: %.2f,\nt_typical: %.2f,\nt_avg: %.2f,\n"
+                   "t_stdev: %.2f,\npercentile_99: %.2f,\npercentile_99.9: %.2f,\n",
+                   static_cast<unsigned long>(size), iters, t_min, t_max, latency, average, stdev,
+                   p99, p99_9);
+    }
+    json_close(f, o, o.output != PerfOptions::Output::kLatency, 0);
+  }
   if (o.output == PerfOptions::Output::kLatency) {
     std::printf("%lf\n", average);
     std::fflush(stdout);
@@ -258,9 +373,8 @@ void print_lat_report(const PerfOptions& o, uint64_t size, const uint64_t* poste
   std::printf(" %-7lu %" PRIu64
               "          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f "
               "\t\t%-7.2f",
-              static_cast<unsigned long>(size), iters, static_cast<double>(delta[0]) / q,
-              static_cast<double>(delta[measure_cnt]) / q, latency, average, stdev,
-              static_cast<double>(delta[iters_99]) / q, static_cast<double>(delta[iters_99_9]) / q);
+              static_cast<unsigned long>(size), iters, t_min, t_max, latency, average, stdev, p99,
+              p99_9);
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -270,6 +384,16 @@ void print_lat_duration_report(const PerfOptions& o, uint64_t size, uint64_t ite
   const double usec = static_cast<double>(elapsed_ns) / kNsPerUsec;
   const double latency = iters ? usec / rtt_factor(o.verb) / static_cast<double>(iters) : 0;
   const double tps = usec > 0 ? static_cast<double>(iters) / (usec / 1e6) : 0;
+  if (std::FILE* f = json_open(o)) {  // write_report_lat_duration_to_file
+    if (o.output == PerfOptions::Output::kLatency) {
+      std::fprintf(f, "t_avg: %lf\n", latency);  // (sic: no comma)
+    } else {
+      std::fprintf(f,
+                   "MsgSize: %lu,\nn_iterations: %" PRIu64 ",\nt_avg: %.2f,\ntps_average: %.2f,\n",
+                   static_cast<unsigned long>(size), iters, latency, tps);
+    }
+    json_close(f, o, o.output != PerfOptions::Output::kLatency, cpu);
+  }
   if (o.output == PerfOptions::Output::kLatency) {
     std::printf("%lf\n", latency);
     std::fflush(stdout);

@@ -48,8 +48,11 @@ BwReport compute_bw_report(const PerfOptions& o, uint64_t size, const BwSamples&
 // direction), peak, average and message rate are the sums of both directions; #bytes and
 // #iterations stay this side's, as perftest prints them.
 // With --cpu_util (PerfOptions::cpu_util_on), `cpu` (this side's, percent) ends the line.
+// With --out_json, also (re)writes the report file with this result, as perftest's does.
 void print_bw_report(const PerfOptions& o, const BwReport& r, const BwReport* remote = nullptr,
                      double cpu = 0);
+// --run_infinitely's periodic line (print_bw_infinite_mode): the line only, no report file.
+void print_bw_infinite_report(const PerfOptions& o, const BwReport& r);
 
 // perftest's limit verifier (-w / -y): a result counts when print_full_bw_report would count it
 // (a -b run's summed line, any other run's own line). Passed once any result reaches the limit.

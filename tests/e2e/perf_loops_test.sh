@@ -29,6 +29,9 @@
 #     (at most 0.526; about 7 unlimited) and send_bw at 1000 messages a second (-s 64,
 #     --rate_units p: at most 1053). Without a type the limiter is perftest's HW one, which
 #     falls back to SW with perftest's line.
+#   - --out_json: the file holds perftest's blocks (test_info, results) with the result the
+#     report line shows: write_bw's BW average, send_lat -D's t_avg and CPU share, and with
+#     --output bandwidth the one number printed.
 #
 # Usage: perf_loops_test.sh ROCE_PERF
 E2E_NAME=loops
@@ -141,4 +144,28 @@ rate=$(report_lines "$WORK/rate_pps.client.out" | awk '{print $5}')
 grep -q "The QP failed to accept HW rate limit, providing SW rate limit" "$WORK/rate_pps.client.out" ||
   die "--rate_limit without a type: no fall-back line"
 log "send_bw --rate_limit 1000 p (bursts of 10): $(report_lines "$WORK/rate_pps.client.out" | tr -s ' \t' ' ')"
+# json_val FILE KEY: the value of "KEY: value," in a --out_json file.
+json_val() { sed -n "s/^$2: \\(.*\\),\\?$/\\1/p" "$1" | sed 's/,$//' | head -n 1; }
+run_pair json_bw 60 "write_bw -n 200" "write_bw -n 200 --out_json --out_json_file $WORK/bw.json"
+want_keys="{ test_info test Dual_port Device Number_of_qps Transport_type Connection_type Using_SRQ"
+want_keys+=" PCIe_relax_order ibv_wr_API TX_depth CQ_Moderation Mtu Link_type GID_index"
+want_keys+=" Max_inline_data rdma_cm_QPs Data_ex_method }, results MsgSize n_iterations BW_peak"
+want_keys+=" BW_average MsgRate }, }"
+keys=$(sed 's/^ *\([^: ]*\).*/\1/' "$WORK/bw.json" | tr '\n' ' ' | sed 's/ $//')
+[[ $keys == "$want_keys" ]] || die "--out_json write_bw: keys '$keys', want '$want_keys'"
+line=$(report_lines "$WORK/json_bw.client.out")
+[[ $(json_val "$WORK/bw.json" test) == RDMA_Write_BW_Test &&
+  $(json_val "$WORK/bw.json" n_iterations) == 200 &&
+  $(json_val "$WORK/bw.json" BW_average) == "$(awk '{print $4}' <<<"$line")" ]] ||
+  die "--out_json write_bw: $(tr '\n' ' ' <"$WORK/bw.json") does not match '$line'"
+run_pair json_lat 60 "send_lat -D 2 -f 0" "send_lat -D 2 -f 0 --cpu_util --out_json --out_json_file $WORK/lat.json"
+line=$(grep -A1 'CPU_Util' "$WORK/json_lat.client.out" | tail -n 1)
+[[ $(json_val "$WORK/lat.json" t_avg) == "$(awk '{print $3}' <<<"$line")" &&
+  $(json_val "$WORK/lat.json" CPU_util) == "$(awk '{print $5}' <<<"$line")" &&
+  $(json_val "$WORK/lat.json" test) == Send_Latency_Test ]] ||
+  die "--out_json send_lat -D: $(tr '\n' ' ' <"$WORK/lat.json") does not match '$line'"
+run_pair json_out 60 "read_bw -n 200" "read_bw -n 200 --output bandwidth --out_json --out_json_file $WORK/out.json"
+[[ $(json_val "$WORK/out.json" bw_avg) == "$(tail -n 1 "$WORK/json_out.client.out")" ]] ||
+  die "--out_json --output bandwidth: bw_avg '$(json_val "$WORK/out.json" bw_avg)', printed '$(tail -n 1 "$WORK/json_out.client.out")'"
+log "--out_json: write_bw, send_lat -D --cpu_util and --output bandwidth match their reports"
 log "PASS"

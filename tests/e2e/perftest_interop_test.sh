@@ -26,18 +26,19 @@ interop() {
   local mode=$1 t=$2
   shift 2
   local name="$mode-$t-$(tr -d ' -' <<<"$*")" s c src=0 crc=0
+  local sd=${IOP_SERVER_DIR:-$PWD} cd=${IOP_CLIENT_DIR:-$PWD}  # each side's working directory
   log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") $*"
   if [[ $mode == ps ]]; then
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env -C "$sd" "$lib" ROCE_DEVICE="$dev1" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
     sleep 1  # perftest's client does not retry a refused connection; let the server listen
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" "$@" --device "$dev2" \
-      --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "$PERF" "$t" "$@" \
+      --device "$dev2" --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
   else
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" "$t" "$@" --device "$dev1" \
-      --timeout 60 >"$WORK/$name.server.out" 2>&1 &
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env -C "$sd" "$PERF" "$t" "$@" \
+      --device "$dev1" --timeout 60 >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
     # (With --reversed the side that connects is the test's server and prints the banner.)
@@ -45,7 +46,7 @@ interop() {
       for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
     fi
     sleep 0.2
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "$lib" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
   fi
   wait "$s" || src=$?
@@ -194,6 +195,32 @@ for mode in ps rs; do
   interop $mode send_bw -c UD -b -q 2 -n 100
   interop $mode write_bw -c UC -b -s 4096 -n 200
   interop $mode send_lat -c UD -e -n 200
+done
+
+# --out_json: perftest and roce-perf write the same keys in the same order, side for side: each
+# side runs in a directory of its own, so its file is its own. write_bw's server and client
+# both report; read_lat's client only. (Values differ where they name the build: perftest's
+# PCIe_relax_order and ibv_wr_API.)
+json_keys() { sed 's/^ *\([^: ]*\).*/\1/' "$1" | tr '\n' ' '; }
+for t in write_bw read_lat; do
+  for mode in ps rs; do
+    mkdir -p "$WORK/$t.$mode.server" "$WORK/$t.$mode.client"
+    IOP_SERVER_DIR=$WORK/$t.$mode.server IOP_CLIENT_DIR=$WORK/$t.$mode.client \
+      interop $mode $t -n 200 --out_json
+  done
+  for side in server client; do
+    [[ $t == read_lat && $side == server ]] && continue  # perftest's read_lat server reports nothing
+    local_f=$WORK/$t.$([[ $side == client ]] && echo ps || echo rs).$side/perftest_out.json
+    peer_f=$WORK/$t.$([[ $side == client ]] && echo rs || echo ps).$side/perftest_out.json
+    # (Which wrote which: roce-perf's relaxed-ordering line is the #else branch's.)
+    grep -q '^ PCIe_relax_order: Unsupported,$' "$local_f" && ! grep -q Unsupported "$peer_f" ||
+      die "$t --out_json ($side): not one file from each tool"
+    ours=$(json_keys "$local_f")
+    theirs=$(json_keys "$peer_f")
+    [[ -n $ours && $ours == "$theirs" ]] ||
+      die "$t --out_json ($side): roce-perf's keys '$ours', perftest's '$theirs'"
+  done
+  log "$t --out_json: roce-perf's files have perftest's keys"
 done
 # --output (perftest's verbosity): each side prints one number per result and nothing else,
 # and a bw run's two sides print the same one (the client's report). -w / -y: the limit
