@@ -565,12 +565,6 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       return fail("--burst_size: Can't enable burst mode when rate limiter is off");
     }
   }
-  // perftest warns and goes on without the column.
-  if (cpu_util && !o->duration_mode) {
-    std::fprintf(stderr, " CPU Utilization works only with Duration mode.\n");
-  } else if (cpu_util && o->run_infinitely) {
-    std::fprintf(stderr, " --cpu_util: --run_infinitely has no sample window: no CPU column.\n");
-  }
   if (o->test_corrupt >= 0 && !o->verify) return fail("--test-corrupt needs --verify");
   const bool burst_defaulted = o->rate_limit > 0 && o->burst_size <= 0;
   if (!apply_dependencies(o, &err)) return fail(err);
@@ -580,6 +574,12 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     }
   }
   // perftest's notes, once every check has passed (a bad command line gets one line only).
+  // --cpu_util: perftest warns and goes on without the column.
+  if (cpu_util && !o->duration_mode) {
+    std::fprintf(stderr, " CPU Utilization works only with Duration mode.\n");
+  } else if (cpu_util && o->run_infinitely) {
+    std::fprintf(stderr, " --cpu_util: --run_infinitely has no sample window: no CPU column.\n");
+  }
   if (o->rate_limit > 0) {
     if (burst_defaulted)
       std::fprintf(stderr, " Setting burst size to tx depth = %d\n", o->tx_depth);

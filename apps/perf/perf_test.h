@@ -98,13 +98,10 @@ inline std::string count_text(uint64_t n, uint64_t total) {
   return total ? std::to_string(n) + " of " + std::to_string(total) : std::to_string(n);
 }
 
-// perftest's -D state machine (catch_alarm), driven by the clock instead of SIGALRM:
-// START --margin--> SAMPLE --duration-2*margin--> STOP_SAMPLE --margin--> END. Messages count
-// only while sampling; the sample window's ends are the report's timestamps.
 // --cpu_util: perftest's figure, from the first line of /proc/stat ("cpu user nice system idle
 // ...", in clock ticks, all CPUs) read as the sample window opens and as it closes: user time
-// over user + idle time, in percent. (perftest's formula: nice, system, iowait and the rest do
-// not count, so a CPU busy in the kernel reads as idle.) 0 when the window never closed.
+// over user + idle time, in percent. (perftest's formula: nice, system, iowait and the rest count
+// in neither.) 0 when the window never closed.
 class CpuUtil {
  public:
   void read(int at);  // 0: the window opens, 1: it closes
@@ -114,6 +111,9 @@ class CpuUtil {
   long long user_[2] = {0, 0}, idle_[2] = {0, 0};
 };
 
+// perftest's -D state machine (catch_alarm), driven by the clock instead of SIGALRM:
+// START --margin--> SAMPLE --duration-2*margin--> STOP_SAMPLE --margin--> END. Messages count
+// only while sampling; the sample window's ends are the report's timestamps.
 class DurationClock {
  public:
   enum State { kStart, kSample, kStopSample, kEnd };

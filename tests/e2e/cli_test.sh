@@ -61,7 +61,7 @@ expect 2 "--run_infinitely does not support rate limit feature yet" write_bw --r
 expect 2 "rate_units: 'G': Invalid rate limit units. Please use M,g or p" write_bw --rate_limit 1 --rate_units G
 expect 2 "--burst_size: Can't enable burst mode when rate limiter is off" write_bw --burst_size 4
 expect 2 "burst_size: '-1' is not a number in 0..2147483647" write_bw --rate_limit 1 --burst_size -1
-expect 2 "--latency_gap: only for latency tests" write_bw --latency_gap 5
+expect 2 "--latency_gap: only for latency tests" write_bw --latency_gap 5 --cpu_util
 expect 2 "latency_gap: '-1' is not a number in 0..10000000" send_lat --latency_gap -1
 expect 2 "--use-srq: a shared receive queue is only available in SEND tests" write_bw --use-srq
 expect 2 "--use-srq: the SRQ's depth \\(8; -r, or -n when smaller\\) must be at least the number of QPs \\(16; -q\\)" \
