@@ -226,6 +226,8 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       ->type_name("SW|HW|PP");
   app.add_option("--burst_size", burst_size, "messages per burst of the rate limiter (-t)")
       ->type_name("N");
+  app.add_flag("--use_hugepages", o->use_hugepages,
+               "the buffer in huge pages (2 MiB; they must be reserved: vm.nr_hugepages)");
   app.add_flag("--out_json", o->out_json,
                "also write each result to --out_json_file, in perftest's format (its \"JSON\": "
                "unquoted keys), replacing the file's last one");
@@ -531,7 +533,9 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       return fail("--rate_limit_type HW: a RoCE port takes no static rate: use SW");
     }
     if (rate_limit_type == "PP") {
-      return fail("--rate_limit_type PP: packet pacing is not supported: use SW");
+      return fail(
+          "--rate_limit_type PP: Packet Pacing is only supported for Raw Ethernet (as in "
+          "perftest): use SW");
     }
     if (!rate_limit_type.empty() && rate_limit_type != "SW") {
       return fail("rate_limit_type: '" + rate_limit_type + "': use HW, SW or PP");

@@ -99,6 +99,7 @@ struct PerfOptions {
   double rate_limit = 0;                        // 0: no limit
   RateUnits rate_units = RateUnits::kGbps;
   int burst_size = 0;                               // 0: the TX depth
+  bool use_hugepages = false;                       // --use_hugepages: the buffer in huge pages
   bool out_json = false;                            // --out_json: the report file too
   std::string out_json_file = "perftest_out.json";  // --out_json_file (perftest's default)
   bool cpu_util = false;  // --cpu_util: a CPU_Util[%] column (perftest: -D runs only)

@@ -236,6 +236,7 @@ class PerfTest {
   class BwSender;
   class BwReceiver;
   static constexpr double kMaxRateGapNs = 10e9;
+  static constexpr uint64_t kHugePageSize = uint64_t{2} << 20;  // perftest's HUGEPAGE_ALIGN
   bool rate_gap_ns(uint64_t size, uint64_t* gap_ns);
   class InfiniteReport;
   // The report's window: -D's sample, or the end of a -n run without per-message stamps.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -168,8 +169,17 @@ bool PerfTest::allocate() {
       layout_[i].recv = (nq + i) * inc(unit_) + ud_shift;  // send_qp_buff_size
     }
   }
-  buf_len_ = (buf_len_ + 4095) & ~uint64_t{4095};
-  void* p = mmap(nullptr, buf_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // --use_hugepages: the buffer in huge pages of the default size (perftest: SysV shared memory
+  // with SHM_HUGETLB, rounded up to 2 MiB), or perftest's error when none are free.
+  const uint64_t page = o_.use_hugepages ? kHugePageSize : 4096;
+  buf_len_ = (buf_len_ + page - 1) & ~(page - 1);
+  const int huge = o_.use_hugepages ? MAP_HUGETLB : 0;
+  void* p =
+      mmap(nullptr, buf_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | huge, -1, 0);
+  if (p == MAP_FAILED && o_.use_hugepages) {
+    return fail("Failed to allocate hugepages. Please configure hugepages (" +
+                std::to_string(buf_len_ >> 20) + " MiB: " + std::strerror(errno) + ")");
+  }
   if (p == MAP_FAILED) return fail("cannot allocate " + std::to_string(buf_len_) + " bytes");
   buf_ = static_cast<uint8_t*>(p);
   // write_lat polls the last byte of its buffer: it starts at zero (create_single_mr).

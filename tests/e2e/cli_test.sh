@@ -50,7 +50,7 @@ expect 2 "--mr_per_qp: --verify uses one memory region" write_bw --verify --mr_p
 expect 2 "rate_limit: '0' is not a rate above 0" write_bw --rate_limit 0
 expect 2 "rate_limit: 'fast' is not a rate above 0" write_bw --rate_limit fast
 expect 2 "--rate_limit_type HW: a RoCE port takes no static rate: use SW" write_bw --rate_limit 10 --rate_limit_type HW
-expect 2 "--rate_limit_type PP: packet pacing is not supported: use SW" write_bw --rate_limit 10 --rate_limit_type PP
+expect 2 "--rate_limit_type PP: Packet Pacing is only supported for Raw Ethernet \\(as in perftest\\): use SW" write_bw --rate_limit 10 --rate_limit_type PP
 expect 2 "rate_limit_type: 'XX': use HW, SW or PP" write_bw --rate_limit 10 --rate_limit_type XX
 expect 2 "--rate_limit_type: give the rate \\(--rate_limit\\)" write_bw --rate_limit_type SW
 expect 2 "--rate_limit: SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests" write_lat --rate_limit 1

@@ -32,6 +32,8 @@
 #   - --out_json: the file holds perftest's blocks (test_info, results) with the result the
 #     report line shows: write_bw's BW average, send_lat -D's t_avg and CPU share, and with
 #     --output bandwidth the one number printed.
+#   - --use_hugepages: the buffer (2 MiB a side here) in huge pages where two are free; where
+#     none are reserved (as on CI machines), both sides end at once with perftest's error.
 #
 # Usage: perf_loops_test.sh ROCE_PERF
 E2E_NAME=loops
@@ -168,4 +170,19 @@ run_pair json_out 60 "read_bw -n 200" "read_bw -n 200 --output bandwidth --out_j
 [[ $(json_val "$WORK/out.json" bw_avg) == "$(tail -n 1 "$WORK/json_out.client.out")" ]] ||
   die "--out_json --output bandwidth: bw_avg '$(json_val "$WORK/out.json" bw_avg)', printed '$(tail -n 1 "$WORK/json_out.client.out")'"
 log "--out_json: write_bw, send_lat -D --cpu_util and --output bandwidth match their reports"
+huge_free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
+huge_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)
+if [[ $huge_kb == 2048 ]] && ((huge_free >= 2)); then
+  run_pair huge 60 "write_bw -n 100 --use_hugepages" "write_bw -n 100 --use_hugepages"
+  [[ $(report_lines "$WORK/huge.client.out" | awk '{print $2}') == 100 ]] ||
+    die "--use_hugepages: no report of 100 iterations"
+  log "--use_hugepages ($huge_free huge pages free): $(report_lines "$WORK/huge.client.out")"
+else
+  EXPECT_RC=1 run_pair huge 60 "write_bw -n 100 --use_hugepages" "write_bw -n 100 --use_hugepages"
+  for side in server client; do
+    grep -q "Failed to allocate hugepages. Please configure hugepages" "$WORK/huge.$side.out" ||
+      die "--use_hugepages without free huge pages: no error line ($side)"
+  done
+  log "--use_hugepages ($huge_free free huge pages of $huge_kb kB): both sides refuse, as perftest"
+fi
 log "PASS"
