@@ -151,7 +151,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                                            " (roce-perf, perftest-compatible)");
   std::string test, server, dev, ib_port, gid, size, sizes, iters, duration, margin, qps, mtu, tx,
       rx, port, conn, atomic, outs, inl, post_list, cq_mod, qp_timeout, sl, eq_num, tclass,
-      hop_limit, output, limit_bw, limit_msgrate, latency_gap, rate_limit, rate_units,
+      hop_limit, tos, output, limit_bw, limit_msgrate, latency_gap, rate_limit, rate_units,
       rate_limit_type, burst_size;
   bool all = false, cpu_freq = false, gbits = false, unsorted = false, histogram = false,
        rdma_cm = false, comm_rdma_cm = false, bidir = false, events = false, no_peak = false,
@@ -211,8 +211,10 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
                  "device's: key ecn)")
       ->type_name("N");
   app.add_option("-L,--hop_limit", hop_limit,
-                 "hop limit of the QPs' GRH, 0-255 (as on Linux, RoCEv2 frames carry the "
-                 "route's: 64)")
+                 "64 only, as perftest takes for RC / UC / UD QPs (RoCEv2 frames carry the "
+                 "route's hop limit)")
+      ->type_name("N");
+  app.add_option("-T,--tos", tos, "refused, as perftest refuses it without rdma_cm")
       ->type_name("N");
   app.add_option("--rate_limit", rate_limit,
                  "bw tests: send at most this rate (--rate_units), in bursts of --burst_size "
@@ -476,6 +478,13 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   }
   if (!hop_limit.empty() && !int_in("hop_limit", hop_limit, 0, 255, &o->hop_limit, &err)) {
     return fail(err);
+  }
+  // perftest 6.06: both only for Raw Ethernet QPs (-T also with rdma_cm).
+  if (o->hop_limit != 64) return fail("-L: Hop limit only valid for RawEth QP");
+  if (!tos.empty()) {
+    int t = 0;
+    if (!int_in("tos", tos, 0, 255, &t, &err)) return fail(err);
+    return fail("-T: TOS only valid for rdma_cm based QP and RawEth QP (use --tclass)");
   }
   if (!latency_gap.empty()) {
     if (!int_in("latency_gap", latency_gap, 0, kMaxLatencyGapUs, &o->latency_gap_us, &err)) {

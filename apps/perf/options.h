@@ -105,7 +105,7 @@ struct PerfOptions {
   bool cpu_util = false;  // --cpu_util: a CPU_Util[%] column (perftest: -D runs only)
   bool cpu_util_on() const { return cpu_util && duration_mode && !run_infinitely; }
   int latency_gap_us = 0;  // --latency_gap: lat tests spin this long before each post
-  int hop_limit = 64;      // -L: the GRH's hop limit (RoCEv2 frames carry the route's, as on Linux)
+  int hop_limit = 64;      // -L: perftest's default, the only value it takes for RoCE QPs
 
   // Our own.
   std::string config_file;

@@ -33,6 +33,9 @@ expect 2 "iters: '3' is not a number in 5..100000000" write_bw -n 3
 expect 2 "tclass: '256' is not a number in 0..255" write_bw --tclass 256
 expect 2 "tclass: 'x' is not a number in 0..255" write_bw --tclass=x
 expect 2 "hop_limit: '-1' is not a number in 0..255" write_bw -L -1
+expect 2 "-L: Hop limit only valid for RawEth QP" write_bw -L 32
+expect 2 "-T: TOS only valid for rdma_cm based QP and RawEth QP \\(use --tclass\\)" write_bw -T 32
+expect 2 "tos: '300' is not a number in 0..255" send_lat -T 300
 expect 2 "--output: 'bw': invalid verbosity level output flag. Please use bandwidth, latency, message_rate" write_bw --output bw
 expect 2 "--output: output verbosity level for BW can be: bandwidth, message_rate" write_bw --output latency
 expect 2 "--output: output verbosity level for LAT can be: latency" send_lat --output=bandwidth
