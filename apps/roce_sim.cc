@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   std::string faults;
   uint32_t hosts = 0, qps = 0, ops = 0, max_size = 0, mtu = 0;
   int loopback = -1;
+  double rate_gbps = -1;
   bool verbose = false;
   app.add_option("--seeds", seeds, "Seed or range A-B (inclusive)")->capture_default_str();
   app.add_option(
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
   app.add_option("--loopback", loopback,
                  "QP pairs within each host, through its own GID (default: 0-2 per seed)")
       ->check(CLI::Range(0, 64));
+  app.add_option("--rate-limit", rate_gbps,
+                 "Every QP's rate limit in Gb/s, 0 for none (default: none, or 2-20 Gb/s for about "
+                 "a fifth of the seeds)")
+      ->check(CLI::Range(0.0, 400.0));
   app.add_option("--ops", ops, "Operations each QP issues (default: 20-80 per seed)")
       ->check(CLI::Range(1, 100000));
   auto* max_size_opt =
@@ -134,8 +139,8 @@ int main(int argc, char** argv) {
   app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
   // Each option is the seeds' or the scenarios' (--mtu is both): given to the other, it is an
   // error rather than silently ignored.
-  for (const char* name :
-       {"--seeds", "--faults", "--hosts", "--qps", "--loopback", "--ops", "--max-size", "-v"}) {
+  for (const char* name : {"--seeds", "--faults", "--hosts", "--qps", "--loopback", "--rate-limit",
+                           "--ops", "--max-size", "-v"}) {
     app.get_option(name)->excludes(scen);
   }
   for (const char* name : {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin",
@@ -201,10 +206,12 @@ int main(int argc, char** argv) {
     random_link.jitter_ns = r.below(2000);
     // Drawn last, so that the earlier draws give every seed the parameters they always did.
     cfg.loopback_pairs = r.chance(0.3) ? 1 + static_cast<uint32_t>(r.below(2)) : 0;
+    cfg.rate_limit_kbps = r.chance(0.2) ? static_cast<uint32_t>(2 + r.below(19)) * 1'000'000 : 0;
     cfg.link = faults.empty() ? random_link : fixed;
     if (hosts) cfg.hosts = hosts;
     if (qps) cfg.qps_per_pair = qps;
     if (loopback >= 0) cfg.loopback_pairs = static_cast<uint32_t>(loopback);
+    if (rate_gbps >= 0) cfg.rate_limit_kbps = static_cast<uint32_t>(rate_gbps * 1e6);
     if (ops) cfg.ops_per_qp = ops;
     if (mtu) cfg.mtu = static_cast<Mtu>(__builtin_ctz(mtu) - 7);
     if (*max_size_opt) cfg.max_size = max_size;  // 0 too: every message empty
@@ -216,21 +223,23 @@ int main(int argc, char** argv) {
       ++passed;
       if (verbose) {
         std::printf(
-            "ok   seed=%llu hosts=%u qps=%u loopback=%u ops=%u mtu=%s max_size=%u faults=%s: "
-            "%llu ops, %.1f ms virtual, %llu retransmitted\n",
+            "ok   seed=%llu hosts=%u qps=%u loopback=%u rate_limit=%u ops=%u mtu=%s max_size=%u "
+            "faults=%s: %llu ops, %.1f ms virtual, %llu retransmitted\n",
             static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.loopback_pairs,
-            cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
-            static_cast<unsigned long long>(res.ops), res.virtual_ns / 1e6,
-            static_cast<unsigned long long>(res.retransmitted));
+            cfg.rate_limit_kbps, cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size,
+            describe(cfg.link).c_str(), static_cast<unsigned long long>(res.ops),
+            res.virtual_ns / 1e6, static_cast<unsigned long long>(res.retransmitted));
       }
     } else {
       ++failed;
       std::printf(
-          "FAIL seed=%llu hosts=%u qps=%u loopback=%u ops=%u mtu=%s max_size=%u faults=%s: %s\n"
+          "FAIL seed=%llu hosts=%u qps=%u loopback=%u rate_limit=%u ops=%u mtu=%s max_size=%u "
+          "faults=%s: %s\n"
           "     reproduce: roce-sim --seeds %llu%s\n",
           static_cast<unsigned long long>(seed), cfg.hosts, cfg.qps_per_pair, cfg.loopback_pairs,
-          cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size, describe(cfg.link).c_str(),
-          res.error.c_str(), static_cast<unsigned long long>(seed), options.c_str());
+          cfg.rate_limit_kbps, cfg.ops_per_qp, mtu_name(cfg.mtu), cfg.max_size,
+          describe(cfg.link).c_str(), res.error.c_str(), static_cast<unsigned long long>(seed),
+          options.c_str());
     }
     std::fflush(stdout);
     if (seed == last) break;

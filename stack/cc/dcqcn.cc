@@ -310,7 +310,6 @@ void DcqcnRp::init(const DcqcnParams& params, uint64_t now_ns) {
   rc_ = rt_ = p_.line_gbps;
   alpha_ = p_.initial_alpha;
   now_ns_ = now_ns;
-  tat_ns_ = now_ns;
   rate_changed();
 }
 
@@ -465,50 +464,14 @@ void DcqcnRp::count_bytes(uint64_t bytes) {
 }
 
 void DcqcnRp::rate_changed() {
-  const double npb = 8.0 / rc_;  // Gb/s is bits per ns
-  // Frames already charged at the old rate are owed at the new one: rescale the debt (tat
-  // ahead of now). Otherwise frames sent at the floor rate keep a QP silent for milliseconds
-  // after its rate has recovered.
-  if (ns_per_byte_ > 0 && tat_ns_ > now_ns_) {
-    const double debt = (static_cast<double>(tat_ns_ - now_ns_) + tat_frac_) * (npb / ns_per_byte_);
-    const double whole = std::floor(debt);
-    tat_ns_ = now_ns_ + static_cast<uint64_t>(whole);
-    tat_frac_ = debt - whole;
-  }
-  ns_per_byte_ = npb;
-  // The tolerance is time only: it absorbs the engine's timer granularity (a QP woken up to a
-  // tick late still finds its credit). A byte allowance would turn into tens of milliseconds
-  // of burst and debt at low rates.
-  burst_tol_ns_ = static_cast<double>(p_.pacer_burst_ns);
-  if (p_.pacer_burst_bytes) {
-    burst_tol_ns_ =
-        std::max(burst_tol_ns_, std::min(static_cast<double>(p_.pacer_burst_bytes) * ns_per_byte_,
-                                         4.0 * static_cast<double>(p_.pacer_burst_ns)));
-  }
+  pacer_.set_rate(rc_, now_ns_, p_.pacer_burst_ns, p_.pacer_burst_bytes);
 }
 
-// The pacer is a virtual-clock (GCRA) shaper: tat is when the link would be free had every frame
-// so far gone at exactly Rc. A frame may start while tat - now <= burst tolerance. The test uses
-// tat's integer ns, so a frame may start up to 1 ns before its exact time; the fraction stays in
-// tat, so that never accumulates (rounding the other way would lose up to 1 ns per frame).
-uint64_t DcqcnRp::tx_time(uint64_t now_ns) const {
-  const uint64_t tol = static_cast<uint64_t>(burst_tol_ns_);
-  if (tat_ns_ <= now_ns + tol) return now_ns;
-  return tat_ns_ - tol;
-}
+uint64_t DcqcnRp::tx_time(uint64_t now_ns) const { return pacer_.tx_time(now_ns); }
 
 void DcqcnRp::on_sent(uint32_t frame_bytes, uint64_t now_ns) {
   advance(now_ns);
-  // Idle (tat in the past) restarts the clock at now: unused time is not banked, so the credit
-  // after any idle period is the burst tolerance and no more.
-  if (tat_ns_ < now_ns_) {
-    tat_ns_ = now_ns_;
-    tat_frac_ = 0;
-  }
-  const double cost = static_cast<double>(frame_bytes) * ns_per_byte_ + tat_frac_;
-  const double whole = std::floor(cost);
-  tat_ns_ += static_cast<uint64_t>(whole);
-  tat_frac_ = cost - whole;
+  pacer_.on_sent(frame_bytes, now_ns_);
   count_bytes(frame_bytes);
 }
 

@@ -23,6 +23,8 @@
 #include <limits>
 #include <string>
 
+#include "stack/cc/pacer.h"
+
 namespace roce::cc {
 
 // ECN codepoint the sender puts on data packets (RFC 3168 5: ECT(1) = 01b, ECT(0) = 10b).
@@ -162,12 +164,7 @@ class DcqcnRp {
   uint32_t timer_stage_ = 0;
   uint32_t byte_stage_ = 0;
   uint64_t byte_acc_ = 0;  // bytes toward the next byte-counter expiry
-  // Pacer: virtual clock (integer ns + fraction in [0,1)), cost per byte and burst tolerance
-  // at the current Rc.
-  uint64_t tat_ns_ = 0;
-  double tat_frac_ = 0;
-  double ns_per_byte_ = 0;
-  double burst_tol_ns_ = 0;
+  Pacer pacer_;            // at Rc
   DcqcnRpCounters counters_;
 };
 

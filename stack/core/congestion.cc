@@ -2,6 +2,7 @@
 // stack/cc/dcqcn.*): ECT marking of data packets, the notification point turning CE marks into
 // CNPs (RoCEv2 annex A17.9), the reaction point cutting and recovering the QP's rate, and
 // pacing through the timer wheel -- a paced QP leaves the schedule and a timer puts it back.
+#include <algorithm>
 #include <cstring>
 
 #include "stack/core/engine.h"
@@ -19,16 +20,23 @@ void Engine::cc_setup(Qp& qp) {
   qp.cc_.rp.init(cfg_.dcqcn, now_);
 }
 
-bool Engine::cc_may_send(Qp& qp) {
-  if (qp.cc_.kind != CcKind::kDcqcn) return true;
-  const uint64_t t = qp.cc_.rp.tx_time(now_);
+// The later of what DCQCN's pacer and the QP's rate limit allow.
+uint64_t Engine::cc_tx_time(const Qp& qp) const {
+  uint64_t t = qp.cc_.kind == CcKind::kDcqcn ? qp.cc_.rp.tx_time(now_) : now_;
+  if (qp.cc_.limited) t = std::max(t, qp.cc_.limit.tx_time(now_));
+  return t;
+}
+
+bool Engine::cc_pacers_allow(Qp& qp) {
+  const uint64_t t = cc_tx_time(qp);
   if (t <= now_) return true;
   ++ctr_.paced;
   if (!qp.cc_.pace.armed) timers_.arm(qp.cc_.pace, t);
   return false;
 }
 
-void Engine::cc_on_sent(Qp& qp, uint32_t frame_len) {
+void Engine::cc_charge(Qp& qp, uint32_t frame_len) {
+  if (qp.cc_.limited) qp.cc_.limit.on_sent(frame_len, now_);
   if (qp.cc_.kind != CcKind::kDcqcn) return;
   qp.cc_.rp.on_sent(frame_len, now_);
   // The byte counter may have produced an increase event with a timer of its own.
@@ -62,17 +70,33 @@ void Engine::cc_timer(Qp& qp) {
   } else {
     timers_.arm(qp.cc_.timer, next);
   }
-  // A faster rate may let a held QP go sooner than its pacing timer says.
-  if (qp.cc_.pace.armed) {
-    const uint64_t t = qp.cc_.rp.tx_time(now_);
-    if (t <= now_) {
-      timers_.cancel(qp.cc_.pace);
-      schedule_req(qp);
-      schedule_resp(qp);
-    } else {
-      timers_.arm(qp.cc_.pace, t);
-    }
+  repace(qp);
+}
+
+// A rate that changed may let a QP held by its pacer go sooner, or later, than its pacing timer
+// says (nothing else would wake it before that timer).
+void Engine::repace(Qp& qp) {
+  if (!qp.cc_.pace.armed) return;
+  const uint64_t t = cc_tx_time(qp);
+  if (t <= now_) {
+    timers_.cancel(qp.cc_.pace);
+    schedule_req(qp);
+    schedule_resp(qp);
+  } else {
+    timers_.arm(qp.cc_.pace, t);
   }
+}
+
+// attr_.rate_limit changed (ibv_modify_qp with IBV_QP_RATE_LIMIT): pace at it from now on, or
+// stop pacing for it (0). The pacer keeps what it charged, rescaled to the new rate.
+void Engine::cc_set_limit(Qp& qp) {
+  const uint32_t kbps = qp.attr_.rate_limit;
+  qp.cc_.limited = kbps != 0;
+  if (qp.cc_.limited) {
+    qp.cc_.limit.set_rate(static_cast<double>(kbps) / 1e6, now_, cfg_.dcqcn.pacer_burst_ns,
+                          cfg_.dcqcn.pacer_burst_bytes);
+  }
+  repace(qp);
 }
 
 // CNP: BTH opcode 0x81 with BECN set, the sender's QP as destination, PSN 0, P_Key of the QP,

@@ -332,9 +332,19 @@ class Engine {
   void flush_sq(Qp& qp);
 
   // congestion.cc
-  void cc_setup(Qp& qp);     // at RTR: starts the RP and the NP
-  bool cc_may_send(Qp& qp);  // false: the pacer holds the QP (a timer wakes it)
-  void cc_on_sent(Qp& qp, uint32_t frame_len);
+  void cc_setup(Qp& qp);  // at RTR: starts the RP and the NP
+  // Whether a pacer (DCQCN's, the QP's rate limit) holds the QP: false, and a timer wakes it.
+  // The check for an unpaced QP is inline: it is made for every packet sent.
+  static bool paced(const Qp& qp) { return qp.cc_.kind == CcKind::kDcqcn || qp.cc_.limited; }
+  bool cc_may_send(Qp& qp) { return !paced(qp) || cc_pacers_allow(qp); }
+  bool cc_pacers_allow(Qp& qp);
+  uint64_t cc_tx_time(const Qp& qp) const;
+  void repace(Qp& qp);
+  void cc_set_limit(Qp& qp);
+  void cc_on_sent(Qp& qp, uint32_t frame_len) {
+    if (paced(qp)) cc_charge(qp, frame_len);
+  }
+  void cc_charge(Qp& qp, uint32_t frame_len);
   void cc_on_ce(Qp& qp);  // a CE-marked packet arrived for this QP
   void cc_on_cnp(Qp& qp);
   void cc_timer(Qp& qp);

@@ -408,16 +408,18 @@ Transition transition(QpState cur, QpState next) {
         t.valid = true;
         t.req[0] = kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
         t.req[1] = t.req[2] = kQpSqPsn;
-        t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState;
-        t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState;
+        t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState |
+                   kQpRateLimit;
+        t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState | kQpRateLimit;
         t.opt[2] = kQpCurState | kQpQkey;
       }
       break;
     case S::kRts:
       if (next == S::kRts) {
         t.valid = true;
-        t.opt[0] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer;
-        t.opt[1] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState;
+        t.opt[0] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer |
+                   kQpRateLimit;
+        t.opt[1] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpRateLimit;
         t.opt[2] = kQpCurState | kQpQkey;
       } else if (next == S::kSqd) {
         t.valid = true;
@@ -427,8 +429,9 @@ Transition transition(QpState cur, QpState next) {
     case S::kSqd:
       if (next == S::kRts) {
         t.valid = true;
-        t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState;
-        t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState;
+        t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState |
+                   kQpRateLimit;
+        t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState | kQpRateLimit;
         t.opt[2] = kQpCurState | kQpQkey;
       } else if (next == S::kSqd) {
         t.valid = true;
@@ -495,6 +498,10 @@ int Engine::validate_modify(const Qp& qp, const QpAttr& a, uint32_t mask, QpStat
     }
   }
   if (mask & kQpCap) return EINVAL;  // resizing queues is not supported
+  if ((mask & kQpRateLimit) && a.rate_limit != 0 &&
+      (a.rate_limit < kMinRateLimitKbps || a.rate_limit > kMaxRateLimitKbps)) {
+    return EINVAL;
+  }
   return 0;
 }
 
@@ -510,6 +517,8 @@ void Engine::reset_qp_state(Qp& qp) {
   timers_.cancel(qp.snd_.rnr);
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);
+  qp.attr_.rate_limit = 0;  // a reset QP starts again without a limit
+  qp.cc_.limited = false;
   // Drop queued work without completions (IBA 10.3.1: RESET empties the queues).
   const uint32_t sq_prod = qp.sq_.prod_acquire();
   qp.sq_.retire(sq_prod);
@@ -579,6 +588,10 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   if (mask & kQpMaxQpRdAtomic) s.max_rd_atomic = a.max_rd_atomic;
   if (mask & kQpMaxDestRdAtomic) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & kQpEnSqdAsyncNotify) s.en_sqd_async_notify = a.en_sqd_async_notify;
+  if (mask & kQpRateLimit) {
+    s.rate_limit = a.rate_limit;
+    cc_set_limit(*qp);
+  }
 
   if (!(mask & kQpState) || next == cur) {
     if (next == QpState::kRts) schedule_req(*qp);

@@ -203,11 +203,14 @@ class Qp {
   } rcv_;
 
   // Congestion control: the reaction point paces what this QP sends (requests, READ
-  // responses); the notification point turns CE marks on what it receives into CNPs.
+  // responses); the notification point turns CE marks on what it receives into CNPs. A rate
+  // limit (IBV_QP_RATE_LIMIT) paces the same frames at its own rate, under DCQCN's or alone.
   struct Cc {
     CcKind kind = CcKind::kNone;
     cc::DcqcnRp rp;
     cc::DcqcnNp np;
+    bool limited = false;  // attr_.rate_limit != 0
+    cc::Pacer limit;
     TimerNode pace{};   // the pacer allows the next packet
     TimerNode timer{};  // the RP's rate-increase / deferred-cut timer
   } cc_;

@@ -400,10 +400,12 @@ bool Runner::setup(std::string* err) {
           at.retry_cnt = cfg_.retry_cnt;
           at.rnr_retry = cfg_.rnr_retry;
           at.max_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
+          at.rate_limit = cfg_.rate_limit_kbps;
           rc = rc ? rc
                   : self.engine->modify_qp(q, at,
                                            kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt |
-                                               kQpRnrRetry | kQpMaxQpRdAtomic);
+                                               kQpRnrRetry | kQpMaxQpRdAtomic |
+                                               (cfg_.rate_limit_kbps ? kQpRateLimit : 0u));
           if (rc) {
             *err = "modify_qp: errno " + std::to_string(rc);
             return false;

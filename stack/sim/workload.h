@@ -20,6 +20,8 @@ struct WorkloadConfig {
   // QP pairs within each host, connected through its own GID (loopback: their frames never
   // reach the wire, so the link's faults do not touch them).
   uint32_t loopback_pairs = 0;
+  // Every QP's rate limit (ibv_qp_attr.rate_limit, kb/s; 0: none), set as it moves to RTS.
+  uint32_t rate_limit_kbps = 0;
   uint32_t ops_per_qp = 50;  // operations each QP issues
   // Operations to draw from (empty: SEND, SEND_IMM, WRITE, WRITE_IMM, READ, CAS, FETCH_ADD).
   std::vector<WrOpcode> ops;

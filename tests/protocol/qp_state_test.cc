@@ -183,6 +183,52 @@ TEST_F(QpStateTest, BadValuesAreRefused) {
   EXPECT_EQ(qp_->state(), QpState::kRtr);
 }
 
+// IBV_QP_RATE_LIMIT (kb/s): taken where the send queue starts or goes on (RTR->RTS, RTS->RTS,
+// SQD->RTS) by RC and UC QPs, from 1 Mb/s to 400 Gb/s or 0 (none); query_qp reports it and a
+// reset clears it. Not by INIT->RTR, not by UD QPs (the engine does not pace datagrams).
+TEST_F(QpStateTest, RateLimitIsTakenWhereTheSendQueueStartsAndWithinItsRange) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  QpAttr r = rtr_attr();
+  r.rate_limit = 1'000'000;
+  EXPECT_EQ(engine_->modify_qp(qp_, r, kRtrMask | kQpRateLimit), EINVAL);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  QpAttr t = rts_attr();
+  for (uint32_t bad : {kMinRateLimitKbps - 1, kMaxRateLimitKbps + 1}) {
+    t.rate_limit = bad;
+    EXPECT_EQ(engine_->modify_qp(qp_, t, kRtsMask | kQpRateLimit), EINVAL) << bad;
+  }
+  t.rate_limit = 2'500'000;
+  ASSERT_EQ(engine_->modify_qp(qp_, t, kRtsMask | kQpRateLimit), 0);
+  EXPECT_EQ(query().rate_limit, 2'500'000u);
+  EXPECT_TRUE(qp_->cc_.limited);
+  QpAttr again;
+  again.qp_state = QpState::kRts;
+  again.rate_limit = kMaxRateLimitKbps;
+  ASSERT_EQ(engine_->modify_qp(qp_, again, kQpState | kQpRateLimit), 0);
+  EXPECT_EQ(query().rate_limit, kMaxRateLimitKbps);
+  again.rate_limit = 0;
+  ASSERT_EQ(engine_->modify_qp(qp_, again, kQpState | kQpRateLimit), 0);
+  EXPECT_FALSE(qp_->cc_.limited);
+  again.rate_limit = kMinRateLimitKbps;
+  ASSERT_EQ(engine_->modify_qp(qp_, again, kQpRateLimit), 0);  // without a state: RTS->RTS
+  EXPECT_TRUE(qp_->cc_.limited);
+  ASSERT_EQ(modify_state(qp_, QpState::kReset), 0);
+  EXPECT_EQ(query().rate_limit, 0u);
+  EXPECT_FALSE(qp_->cc_.limited);
+
+  Qp* ud = make_qp(QpType::kUd);
+  QpAttr u;
+  u.qp_state = QpState::kInit;
+  u.port_num = 1;
+  u.qkey = 0x11;
+  ASSERT_EQ(engine_->modify_qp(ud, u, kQpState | kQpPkeyIndex | kQpPort | kQpQkey), 0);
+  ASSERT_EQ(modify_state(ud, QpState::kRtr), 0);
+  QpAttr us;
+  us.qp_state = QpState::kRts;
+  us.rate_limit = 1'000'000;
+  EXPECT_EQ(engine_->modify_qp(ud, us, kQpState | kQpSqPsn | kQpRateLimit), EINVAL);
+}
+
 TEST_F(QpStateTest, CurrentStateMustMatchWhenGiven) {
   ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
   ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);

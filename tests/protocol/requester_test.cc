@@ -587,6 +587,55 @@ TEST(Requester, ARateIncreaseReleasesAQpHeldByItsPacer) {
   EXPECT_GT(h.qp()->cc_.rp.counters().timer_events, 0u);
 }
 
+// A QP's rate limit paces what it sends: at 1 Gb/s a 4 KiB-MTU frame (4,154 bytes on the wire)
+// takes 33.2 us, so a 64 KiB WRITE's 16 frames take 0.53 ms where they went at once without the
+// limit; the burst tolerance (8.2 us at this rate) lets at most one frame more go early. Lifting
+// the limit (0) mid-message lets the rest go at once.
+TEST(Requester, ARateLimitPacesTheQpAndLiftingItReleasesIt) {
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kNone;
+  for (const bool limited : {false, true}) {
+    ProtocolHarness h(o);
+    if (limited) {
+      ASSERT_EQ(h.set_rate_limit(1'000'000), 0);  // kb/s
+    }
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+    std::vector<Emitted> out = h.exchange();
+    if (!limited) {
+      EXPECT_EQ(out.size(), 16u);
+      EXPECT_EQ(h.engine().counters().paced, 0u);
+      continue;
+    }
+    EXPECT_LE(out.size(), 2u);
+    // After 200 us: at most 200 / 33.2 frames more, and one for the tolerance.
+    const std::vector<Emitted> in_200us = h.advance(200'000);
+    EXPECT_LE(out.size() + in_200us.size(), 2u + 7u);
+    EXPECT_GE(out.size() + in_200us.size(), 2u + 5u);
+    EXPECT_GT(h.engine().counters().paced, 0u);
+    ASSERT_EQ(h.set_rate_limit(0), 0);
+    const std::vector<Emitted> rest = h.exchange();
+    EXPECT_EQ(out.size() + in_200us.size() + rest.size(), 16u);
+  }
+}
+
+// Under DCQCN the rate limit caps what the reaction point allows: at line rate (no CNP yet) the
+// limit paces alone, 2 Gb/s here: 16 frames in about 0.27 ms, not at once.
+TEST(Requester, ARateLimitCapsDcqcnsRate) {
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kDcqcn;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.set_rate_limit(2'000'000), 0);
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+  std::vector<Emitted> out = h.exchange();
+  EXPECT_LE(out.size(), 2u);
+  const std::vector<Emitted> in_100us = h.advance(100'000);
+  EXPECT_LE(out.size() + in_100us.size(), 2u + 7u);  // 100 us / 16.6 us, and the tolerance
+  const std::vector<Emitted> later = h.advance(1'000'000);
+  EXPECT_EQ(out.size() + in_100us.size() + later.size(), 16u);
+}
+
 // SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
 // UD and UC QPs kept sending every WQE posted while in SQD.
 TEST(Requester, UdAndUcStartNothingNewInSqd) {

@@ -124,6 +124,31 @@ TEST(Workload, MixedOpsManyQpsUnderFaults) {
   }
 }
 
+// Every QP limited to 2 Gb/s (IBV_QP_RATE_LIMIT). On a clean link the run takes at least what
+// its bytes take at the QPs' combined limit (4 QPs: 2 pairs, each side sending requests and READ
+// responses), where the same seed without the limit takes less than that; on a lossy one every
+// operation still completes and verifies.
+TEST(Workload, RateLimitedQpsTakeTheirTimeAndDeliverEverythingUnderFaults) {
+  WorkloadConfig cfg;
+  cfg.qps_per_pair = 2;
+  cfg.ops_per_qp = 40;
+  const WorkloadResult free_run = run_workload(21, cfg);
+  ASSERT_TRUE(free_run.ok) << free_run.error;
+  cfg.rate_limit_kbps = 2'000'000;
+  const WorkloadResult r = run_workload(21, cfg);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.bytes, free_run.bytes);
+  const double at_limit_ns = static_cast<double>(r.bytes) * 8 / (4 * 2.0);  // 2 Gb/s = 2 bits/ns
+  EXPECT_GE(static_cast<double>(r.virtual_ns), at_limit_ns);
+  EXPECT_LT(static_cast<double>(free_run.virtual_ns), at_limit_ns);
+
+  cfg.link = faults(0.02, 0.01, 0.02, 0.01);
+  for (uint64_t seed = 21; seed < 25; ++seed) {
+    const WorkloadResult f = run_workload(seed, cfg);
+    EXPECT_TRUE(f.ok) << "seed " << seed << ": " << f.error;
+  }
+}
+
 TEST(Workload, Mtu4096AndIpv6) {
   WorkloadConfig cfg;
   cfg.mtu = Mtu::k4096;

@@ -108,6 +108,12 @@ class ProtocolHarness {
   // Moves the QP from RESET to RTS (or RTR: Options::stop_at_rtr) with the harness's attributes
   // (the constructor does it once).
   void connect();
+  // The QP's rate limit (IBV_QP_RATE_LIMIT, kb/s; 0 lifts it), as ibv_modify_qp sets it in RTS.
+  int set_rate_limit(uint32_t kbps) {
+    QpAttr a;
+    a.rate_limit = kbps;
+    return engine_->modify_qp(qp_, a, kQpRateLimit);
+  }
   // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.
   void resolve_peer();
   // The neighbour agent gives up on the peer's address (its solicitations went unanswered).

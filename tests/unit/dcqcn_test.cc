@@ -7,6 +7,7 @@
 #include <string>
 
 #include "stack/cc/dcqcn.h"
+#include "stack/cc/pacer.h"
 
 namespace {
 using roce::cc::DcqcnNp;
@@ -595,6 +596,31 @@ TEST(DcqcnPacer, HoldsTheRateExactlyOverAMillionFrames) {
   const double expect_last = (n - 1) * cost;
   EXPECT_LT(std::abs(static_cast<double>(last) - expect_last), cost);
   EXPECT_LE(std::abs(static_cast<double>(last) - expect_last), 1.0);
+}
+
+// The pacer on its own, as a QP's rate limit uses it: a frame may start once the frames before
+// it have taken their time at the rate (less the tolerance), and a new rate rescales what is
+// owed. 1 Gb/s, 1000-byte frames: 8 us each; tolerance 2 us (burst_bytes 0).
+TEST(Pacer, KeepsItsRateAndRescalesWhatIsOwedWhenTheRateChanges) {
+  roce::cc::Pacer p;
+  p.set_rate(1.0, 0, 2 * kUs, 0);
+  uint64_t now = 0;
+  for (int i = 0; i < 10; ++i) {
+    now = p.tx_time(now);
+    EXPECT_EQ(now, i == 0 ? 0 : i * 8 * kUs - 2 * kUs) << i;
+    p.on_sent(1000, now);
+  }
+  // Owed at 9 * 8 - 2 = 70 us: 10 us more at 1 Gb/s; 5 us at 2 Gb/s.
+  p.set_rate(2.0, now, 2 * kUs, 0);
+  EXPECT_EQ(p.tx_time(now), now + 5 * kUs - 2 * kUs);
+  // A long idle earns only the tolerance, less than a frame here: one frame at once after it.
+  now += 1'000'000 * kUs;
+  int at_once = 0;
+  while (p.tx_time(now) == now && at_once < 10) {
+    p.on_sent(1000, now);
+    ++at_once;
+  }
+  EXPECT_EQ(at_once, 1);  // 4 us per frame at 2 Gb/s, tolerance 2 us: the second waits 2 us
 }
 
 TEST(DcqcnPacer, FollowsTheRateAfterACut) {

@@ -28,6 +28,10 @@ TEST_F(VerbsTest, DeviceAndPortAttributes) {
   ASSERT_EQ(ibv_query_device_ex(ctx_[0], nullptr, &dx), 0);
   EXPECT_EQ(dx.orig_attr.max_cqe, d.max_cqe);
   EXPECT_NE(dx.completion_timestamp_mask, 0u);
+  // Per-QP rate limits (IBV_QP_RATE_LIMIT, kb/s) for RC and UC QPs.
+  EXPECT_EQ(dx.packet_pacing_caps.qp_rate_limit_min, 1000u);
+  EXPECT_EQ(dx.packet_pacing_caps.qp_rate_limit_max, 400'000'000u);
+  EXPECT_EQ(dx.packet_pacing_caps.supported_qpts, (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC));
 
   ibv_port_attr p{};
   ASSERT_EQ(ibv_query_port(ctx_[0], 1, &p), 0);
@@ -210,7 +214,8 @@ TEST_F(VerbsTest, QueryQpReportsEveryAttributeModifySet) {
   at.retry_cnt = 5;
   at.rnr_retry = 6;
   at.max_rd_atomic = 2;
-  ASSERT_EQ(ibv_modify_qp(a.qp, &at, kRtsMask), 0);
+  at.rate_limit = 2'500'000;  // 2.5 Gb/s
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, kRtsMask | IBV_QP_RATE_LIMIT), 0);
 
   ibv_qp_attr q{};
   ibv_qp_init_attr qi{};
@@ -228,6 +233,7 @@ TEST_F(VerbsTest, QueryQpReportsEveryAttributeModifySet) {
   EXPECT_EQ(q.timeout, 15);
   EXPECT_EQ(q.retry_cnt, 5);
   EXPECT_EQ(q.rnr_retry, 6);
+  EXPECT_EQ(q.rate_limit, 2'500'000u);
   EXPECT_EQ(q.port_num, 1);
   EXPECT_EQ(q.ah_attr.is_global, 1);
   EXPECT_EQ(q.ah_attr.port_num, 1);
