@@ -207,6 +207,10 @@ bool NativeTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* er
       attr.max_rd_atomic = a.max_rd_atomic;
       mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
     }
+    if (a.rate_limit_kbps) {
+      attr.rate_limit = a.rate_limit_kbps;
+      mask |= kQpRateLimit;
+    }
     if (int r = e.modify_qp(q, attr, mask)) return r;
     if (!ud) return 0;
     step = nullptr;  // the address handle

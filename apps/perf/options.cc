@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "stack/core/types.h"
+
 namespace roce::perf {
 
 namespace {
@@ -541,21 +543,32 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     if (rate_limit_type == "HW") {
       return fail("--rate_limit_type HW: a RoCE port takes no static rate: use SW");
     }
-    if (rate_limit_type == "PP") {
-      return fail(
-          "--rate_limit_type PP: Packet Pacing is only supported for Raw Ethernet (as in "
-          "perftest): use SW");
-    }
-    if (!rate_limit_type.empty() && rate_limit_type != "SW") {
+    if (!rate_limit_type.empty() && rate_limit_type != "SW" && rate_limit_type != "PP") {
       return fail("rate_limit_type: '" + rate_limit_type + "': use HW, SW or PP");
     }
     if (rate_limit.empty()) return fail("--rate_limit_type: give the rate (--rate_limit)");
-    if (!bw || o->verb == Verb::kAtomic || (o->verb == Verb::kSend && bidir)) {
+    if (rate_limit_type == "PP") {
+      // perftest takes PP for Raw Ethernet QPs only; here every RC and UC QP can be limited.
+      if (o->conn == Conn::kUd) {
+        return fail("--rate_limit_type PP: the device paces RC and UC QPs, not UD ones (use SW)");
+      }
+      if (rate_units == "p") {
+        return fail("--rate_limit_type PP: a QP's limit is a bit rate: --rate_units g or M");
+      }
+      // perftest's PP conversion from MB/s (rate x 8 x 1024 kb/s); Gb/s x 10^6.
+      const double kbps = rate_units == "M" ? o->rate_limit * 8 * 1024 : o->rate_limit * 1e6;
+      if (!(kbps >= kMinRateLimitKbps && kbps <= kMaxRateLimitKbps)) {
+        return fail("--rate_limit_type PP: a QP's limit is 1 Mb/s to 400 Gb/s");
+      }
+      if (!burst_size.empty()) return fail("--burst_size: bursts are the SW limiter's, not PP's");
+      o->rate_limit_pp_kbps = static_cast<uint32_t>(kbps);
+      o->rate_limit = 0;
+    } else if (!bw || o->verb == Verb::kAtomic || (o->verb == Verb::kSend && bidir)) {
       return fail(
           "--rate_limit: SW Rate limiter cann't be executed on non-BW, ATOMIC or "
           "bidirectional SEND tests");
     }
-    if (bidir) {
+    if (bidir && rate_limit_type != "PP") {
       return fail(
           "--rate_limit: perftest limits no -b run (it ignores the limit there): run "
           "one direction");

@@ -98,7 +98,10 @@ struct PerfOptions {
   enum class RateUnits { kGbps, kMBps, kPps };  // --rate_units g (default), M, p
   double rate_limit = 0;                        // 0: no limit
   RateUnits rate_units = RateUnits::kGbps;
-  int burst_size = 0;                               // 0: the TX depth
+  int burst_size = 0;  // 0: the TX depth
+  // --rate_limit_type PP: each QP's own rate limit (IBV_QP_RATE_LIMIT, kb/s) instead of the SW
+  // limiter (rate_limit then stays 0).
+  uint32_t rate_limit_pp_kbps = 0;
   bool use_hugepages = false;                       // --use_hugepages: the buffer in huge pages
   bool out_json = false;                            // --out_json: the report file too
   std::string out_json_file = "perftest_out.json";  // --out_json_file (perftest's default)

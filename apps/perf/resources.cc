@@ -281,6 +281,7 @@ bool PerfTest::connect_qps() {
     if (a.max_rd_atomic == 0) a.max_rd_atomic = 1;
     a.min_rnr_timer = 12;  // MIN_RNR_TIMER
     a.timeout = static_cast<uint8_t>(o_.qp_timeout);
+    a.rate_limit_kbps = o_.rate_limit_pp_kbps;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     // A bw server only answers, unless -b makes it send too.

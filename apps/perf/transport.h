@@ -71,7 +71,8 @@ struct ConnectAttr {
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
-  bool to_rts = true;  // a side that never sends stays in RTR (perftest's BW server)
+  uint32_t rate_limit_kbps = 0;  // RTS: the QP's rate limit (IBV_QP_RATE_LIMIT); 0: none
+  bool to_rts = true;            // a side that never sends stays in RTR (perftest's BW server)
 };
 
 enum class Op : uint8_t { kSend, kWrite, kRead, kFetchAdd, kCmpSwap };

@@ -290,6 +290,10 @@ bool VerbsTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* err
       attr.max_rd_atomic = a.max_rd_atomic;
       mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
+    if (a.rate_limit_kbps) {
+      attr.rate_limit = a.rate_limit_kbps;
+      mask |= IBV_QP_RATE_LIMIT;
+    }
     rc = ibv_modify_qp(q, &attr, mask);
   }
   if (rc) {

@@ -23,9 +23,6 @@ inline constexpr uint32_t kMaxQpWr = 16384;
 inline constexpr uint32_t kMaxCqe = 1u << 20;
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;
 inline constexpr uint8_t kMaxRdAtomic = 16;
-// A QP's rate limit (ibv_qp_attr.rate_limit, kb/s; 0 = none): 1 Mb/s .. 400 Gb/s.
-inline constexpr uint32_t kMinRateLimitKbps = 1'000;
-inline constexpr uint32_t kMaxRateLimitKbps = 400'000'000;
 
 // --- work requests (application input) ---
 struct SendWr {

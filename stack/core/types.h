@@ -200,6 +200,9 @@ struct QpAttr {
   uint8_t rnr_retry = 0;
   uint32_t rate_limit = 0;  // kb/s, 0 = unlimited
 };
+// A QP's rate limit (QpAttr::rate_limit, kb/s; 0 = none): 1 Mb/s .. 400 Gb/s.
+inline constexpr uint32_t kMinRateLimitKbps = 1'000;
+inline constexpr uint32_t kMaxRateLimitKbps = 400'000'000;
 
 struct Sge {
   uint64_t addr = 0;

@@ -28,7 +28,9 @@
 #     10 / rate seconds, so the average can be at most 20/19 of the rate: write_bw at 0.5 Gb/s
 #     (at most 0.526; about 7 unlimited) and send_bw at 1000 messages a second (-s 64,
 #     --rate_units p: at most 1053). Without a type the limiter is perftest's HW one, which
-#     falls back to SW with perftest's line.
+#     falls back to SW with perftest's line. --rate_limit_type PP instead limits each QP in the
+#     stack (IBV_QP_RATE_LIMIT): write_bw at 1 Gb/s averages at most 1 Gb/s of payload (the limit
+#     counts whole frames), where it runs at several unlimited.
 #   - --out_json: the file holds perftest's blocks (test_info, results) with the result the
 #     report line shows: write_bw's BW average, send_lat -D's t_avg and CPU share, and with
 #     --output bandwidth the one number printed.
@@ -146,6 +148,12 @@ rate=$(report_lines "$WORK/rate_pps.client.out" | awk '{print $5}')
 grep -q "The QP failed to accept HW rate limit, providing SW rate limit" "$WORK/rate_pps.client.out" ||
   die "--rate_limit without a type: no fall-back line"
 log "send_bw --rate_limit 1000 p (bursts of 10): $(report_lines "$WORK/rate_pps.client.out" | tr -s ' \t' ' ')"
+run_pair rate_pp 60 "write_bw -n 300 --report_gbits" \
+  "write_bw -n 300 --report_gbits --rate_limit 1 --rate_limit_type PP --counters"
+avg=$(report_lines "$WORK/rate_pp.client.out" | awk '{print $4}')
+[[ -n $avg ]] && awk -v a="$avg" 'BEGIN { exit !(a <= 1) }' ||
+  die "write_bw --rate_limit 1 --rate_limit_type PP: average '$avg' Gb/s, want at most 1"
+log "write_bw --rate_limit 1 --rate_limit_type PP: $(report_lines "$WORK/rate_pp.client.out" | tr -s ' \t' ' ')"
 # json_val FILE KEY: the value of "KEY: value," in a --out_json file.
 json_val() { sed -n "s/^$2: \\(.*\\),\\?$/\\1/p" "$1" | sed 's/,$//' | head -n 1; }
 run_pair json_bw 60 "write_bw -n 200" "write_bw -n 200 --out_json --out_json_file $WORK/bw.json"

@@ -4,7 +4,7 @@
 # net_af_packet. A verified write_bw (every byte checked, both sides), a send_lat with the
 # engine driven from the test thread (mode = inline), one with its own thread and one on
 # completion events (-e), a send_bw -b -e, UD and UC runs (-c), a verified send_bw through a
-# shared receive queue (--use-srq), and mixed pairs (verbs
+# shared receive queue (--use-srq), a per-QP rate limit (--rate_limit_type PP), and mixed pairs (verbs
 # server, native client) that show both transports speak the same protocol.
 #
 # Usage: verbs_transport_test.sh ROCE_PERF   (roce-perf-verbs must sit beside it)
@@ -82,6 +82,14 @@ for side in server client; do
 done
 grep -q 'Using SRQ      : ON' "$WORK/srq.server.out" || die "send_bw --use-srq: no SRQ in the banner"
 
+# A per-QP rate limit set through ibv_modify_qp (IBV_QP_RATE_LIMIT): at most 1 Gb/s of payload.
+run_pair pp 120 "write_bw -n 300 --report_gbits $V" \
+  "write_bw -n 300 --report_gbits --rate_limit 1 --rate_limit_type PP $V"
+ran_verbs "$WORK/pp.client.out"
+avg=$(report_lines "$WORK/pp.client.out" | awk '{print $4}')
+[[ -n $avg ]] && awk -v a="$avg" 'BEGIN { exit !(a <= 1) }' ||
+  die "write_bw --rate_limit_type PP over verbs: average '$avg' Gb/s, want at most 1"
+
 # Mixed: the verbs transport against the native one, verified both ways.
 run_pair mixed 120 "$args $V" "$args"
 for side in server client; do
@@ -91,5 +99,5 @@ done
 ran_verbs "$WORK/mixed.server.out"
 ! grep -q "not available over the verbs API" "$WORK/mixed.client.out" ||
   die "mixed: the client ran the verbs transport"
-log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, --use-srq, mixed pairs"
+log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, --use-srq, PP rate limit, mixed pairs"
 echo "PASS"
