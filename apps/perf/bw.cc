@@ -316,7 +316,12 @@ bool PerfTest::warm_up() {
   StallWatch watch = stall_watch();
   for (uint64_t q = 0; q < static_cast<uint64_t>(o_.num_qps); ++q) {
     WorkRequest* w = &wr_[q * pl];
-    std::vector<WorkRequest> saved(w, w + pl);
+    // The run's work requests come back as they were, however the warm-up ends.
+    struct Restore {
+      WorkRequest* w;
+      std::vector<WorkRequest> saved;
+      ~Restore() { std::copy(saved.begin(), saved.end(), w); }
+    } restore{w, std::vector<WorkRequest>(w, w + pl)};
     for (uint64_t j = 0; j < pl; ++j) {
       w[j].signaled = true;
       w[j].wr_id = q << kQpShift;  // count 0: no run's
@@ -324,7 +329,6 @@ bool PerfTest::warm_up() {
     uint64_t posted = 0, done = 0;
     for (; posted < session; posted += pl) {
       if (const int rc = t_.post_send(static_cast<uint32_t>(q), w, static_cast<uint32_t>(pl))) {
-        std::copy(saved.begin(), saved.end(), w);
         return fail("Couldn't post send during warm up: qp " + std::to_string(q) +
                     " scnt=" + std::to_string(posted) + ": " + std::strerror(rc));
       }
@@ -335,7 +339,6 @@ bool PerfTest::warm_up() {
       for (int i = 0; i < ne; ++i) {
         const Completion& c = wc_[static_cast<size_t>(i)];
         if (c.status != WcStatus::kSuccess) {
-          std::copy(saved.begin(), saved.end(), w);
           return completion_error(c, "warm up", done, posted);
         }
         ++done;
@@ -346,13 +349,11 @@ bool PerfTest::warm_up() {
       }
       t_.relax();
       if (watch.stalled() || interrupted()) {
-        std::copy(saved.begin(), saved.end(), w);
         return fail(interrupted() ? "interrupted"
                                   : "warm up: " + std::to_string(done) + " of " +
                                         std::to_string(posted) + " completed " + watch.for_text());
       }
     }
-    std::copy(saved.begin(), saved.end(), w);
   }
   return true;
 }

@@ -478,11 +478,13 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   if (!tclass.empty() && !int_in("tclass", tclass, 0, 255, &o->traffic_class, &err)) {
     return fail(err);
   }
-  if (!hop_limit.empty() && !int_in("hop_limit", hop_limit, 0, 255, &o->hop_limit, &err)) {
-    return fail(err);
+  // perftest 6.06: both only for Raw Ethernet QPs (-T also with rdma_cm); -L may repeat the
+  // default.
+  if (!hop_limit.empty()) {
+    int h = 0;
+    if (!int_in("hop_limit", hop_limit, 0, 255, &h, &err)) return fail(err);
+    if (h != kDefHopLimit) return fail("-L: Hop limit only valid for RawEth QP");
   }
-  // perftest 6.06: both only for Raw Ethernet QPs (-T also with rdma_cm).
-  if (o->hop_limit != 64) return fail("-L: Hop limit only valid for RawEth QP");
   if (!tos.empty()) {
     int t = 0;
     if (!int_in("tos", tos, 0, 255, &t, &err)) return fail(err);
@@ -533,6 +535,16 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
   }
   o->use_srq = use_srq;
   o->cpu_util = cpu_util;
+  if (!rate_units.empty()) {
+    using Units = PerfOptions::RateUnits;
+    if (!named(rate_units,
+               {std::pair{"g", Units::kGbps}, std::pair{"M", Units::kMBps},
+                std::pair{"p", Units::kPps}},
+               &o->rate_units)) {
+      return fail("rate_units: '" + rate_units +
+                  "': Invalid rate limit units. Please use M,g or p");
+    }
+  }
   if (!rate_limit.empty() || !rate_limit_type.empty()) {
     // perftest: a rate makes the limiter HW unless a type is given; HW on a RoCE port (no
     // static rate) falls back to SW with the line below, unless HW was asked for by name.
@@ -552,11 +564,13 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
       if (o->conn == Conn::kUd) {
         return fail("--rate_limit_type PP: the device paces RC and UC QPs, not UD ones (use SW)");
       }
-      if (rate_units == "p") {
+      using Units = PerfOptions::RateUnits;
+      if (o->rate_units == Units::kPps) {
         return fail("--rate_limit_type PP: a QP's limit is a bit rate: --rate_units g or M");
       }
       // perftest's PP conversion from MB/s (rate x 8 x 1024 kb/s); Gb/s x 10^6.
-      const double kbps = rate_units == "M" ? o->rate_limit * 8 * 1024 : o->rate_limit * 1e6;
+      const double kbps =
+          o->rate_units == Units::kMBps ? o->rate_limit * 8 * 1024 : o->rate_limit * 1e6;
       if (!(kbps >= kMinRateLimitKbps && kbps <= kMaxRateLimitKbps)) {
         return fail("--rate_limit_type PP: a QP's limit is 1 Mb/s to 400 Gb/s");
       }
@@ -574,16 +588,6 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
           "one direction");
     }
     if (o->run_infinitely) return fail("--run_infinitely does not support rate limit feature yet");
-  }
-  if (!rate_units.empty()) {
-    using Units = PerfOptions::RateUnits;
-    if (!named(rate_units,
-               {std::pair{"g", Units::kGbps}, std::pair{"M", Units::kMBps},
-                std::pair{"p", Units::kPps}},
-               &o->rate_units)) {
-      return fail("rate_units: '" + rate_units +
-                  "': Invalid rate limit units. Please use M,g or p");
-    }
   }
   if (!burst_size.empty()) {
     if (!int_in("burst_size", burst_size, 0, INT_MAX, &o->burst_size, &err)) return fail(err);

@@ -28,6 +28,7 @@ inline constexpr uint32_t kUdAddition = 40;
 inline constexpr int kMaxInlineUd = 884;
 inline constexpr int kDefInlineSendUd = 188;
 inline constexpr int kUcMaxRx = 16000;
+inline constexpr int kDefHopLimit = 64;  // the GRH's (-L takes only this, as perftest for RoCE)
 
 struct PerfOptions {
   std::string test_name;  // "write_bw", ...
@@ -108,7 +109,6 @@ struct PerfOptions {
   bool cpu_util = false;  // --cpu_util: a CPU_Util[%] column (perftest: -D runs only)
   bool cpu_util_on() const { return cpu_util && duration_mode && !run_infinitely; }
   int latency_gap_us = 0;  // --latency_gap: lat tests spin this long before each post
-  int hop_limit = 64;      // -L: perftest's default, the only value it takes for RoCE QPs
 
   // Our own.
   std::string config_file;

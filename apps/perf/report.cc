@@ -46,6 +46,27 @@ void print_result_line(const PerfOptions& o) {
 namespace {
 BannerInfo g_banner;  // the run's, as print_banner was given it: --out_json's test_info
 
+// The banner's title ("RDMA_Write Post List BW Test"); the report file spells it with '_'.
+std::string test_title(const PerfOptions& o) {
+  std::string t = std::string(verb_name(o.verb)) + " ";
+  if (o.verb == Verb::kAtomic) {
+    t += o.atomic_type == AtomicType::kCmpAndSwap ? "CMP_AND_SWAP " : "FETCH_AND_ADD ";
+  }
+  if (o.kind == TestKind::kBw) {
+    if (o.duplex) t += "Bidirectional ";
+    if (o.post_list > 1) t += "Post List ";
+    t += "BW ";
+  } else {
+    t += "Latency ";
+  }
+  return t + "Test";
+}
+// Which depths perftest shows, in the banner and the report file alike.
+bool shows_tx_depth(const PerfOptions& o) { return o.client() || o.duplex; }
+bool shows_rx_depth(const PerfOptions& o) {
+  return o.verb == Verb::kSend && (!o.client() || o.duplex);
+}
+
 // perftest's open_file_write (the file truncated, mode 0600) and the opening of its report
 // file: "{", then write_test_info_to_file's block. Null without --out_json, or after perftest's
 // line when the file cannot be opened.
@@ -61,19 +82,9 @@ std::FILE* json_open(const PerfOptions& o) {
   const BannerInfo& b = g_banner;
   std::fprintf(f, "{\n");
   std::fprintf(f, "test_info: {\n");
-  std::fprintf(f, "test: %s_", verb_name(o.verb));
-  if (o.verb == Verb::kAtomic) {
-    std::fprintf(f, "%s_",
-                 o.atomic_type == AtomicType::kCmpAndSwap ? "CMP_AND_SWAP" : "FETCH_AND_ADD");
-  }
-  if (o.kind == TestKind::kBw) {
-    if (o.duplex) std::fprintf(f, "Bidirectional_");
-    if (o.post_list > 1) std::fprintf(f, "Post_List_");
-    std::fprintf(f, "BW_");
-  } else {
-    std::fprintf(f, "Latency_");
-  }
-  std::fprintf(f, "Test,\n");
+  std::string title = test_title(o);
+  std::replace(title.begin(), title.end(), ' ', '_');
+  std::fprintf(f, "test: %s,\n", title.c_str());
   if (o.use_event) {
     std::fprintf(f, "Test with events: Using_%s_comp%d,\n", b.device.c_str(), o.eq_num);
   }
@@ -83,11 +94,9 @@ std::FILE* json_open(const PerfOptions& o) {
                o.use_srq ? "ON" : "OFF");
   std::fprintf(f, " PCIe_relax_order: %s,\n", "Unsupported");  // (sic: perftest's space)
   std::fprintf(f, "ibv_wr_API: %s,\n", "OFF");
-  if (o.client() || o.duplex) std::fprintf(f, "TX_depth : %d,\n", o.tx_depth);
+  if (shows_tx_depth(o)) std::fprintf(f, "TX_depth : %d,\n", o.tx_depth);
   if (o.post_list > 1) std::fprintf(f, "Post_List: %d,\n", o.post_list);
-  if (o.verb == Verb::kSend && (!o.client() || o.duplex)) {
-    std::fprintf(f, "RX_depth: %d,\n", o.rx_depth);
-  }
+  if (shows_rx_depth(o)) std::fprintf(f, "RX_depth: %d,\n", o.rx_depth);
   if (o.kind == TestKind::kBw) std::fprintf(f, "CQ_Moderation: %d,\n", o.cq_mod);
   std::fprintf(f, "Mtu: %u,\n", mtu_bytes(b.mtu));
   std::fprintf(f, "Link_type: %s,\n", "Ethernet");
@@ -116,19 +125,7 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
   g_banner = b;
   if (!o.full_output()) return;
   std::printf("%s", kResultLine);
-  std::printf("                    ");
-  std::printf("%s ", verb_name(o.verb));
-  if (o.verb == Verb::kAtomic) {
-    std::printf("%s ", o.atomic_type == AtomicType::kCmpAndSwap ? "CMP_AND_SWAP" : "FETCH_AND_ADD");
-  }
-  if (o.kind == TestKind::kBw) {
-    if (o.duplex) std::printf("Bidirectional ");
-    if (o.post_list > 1) std::printf("Post List ");
-    std::printf("BW ");
-  } else {
-    std::printf("Latency ");
-  }
-  std::printf("Test\n");
+  std::printf("                    %s\n", test_title(o).c_str());
   if (o.use_event) std::printf(" Test with events. Using %s_comp%d\n", b.device.c_str(), o.eq_num);
   std::printf(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", b.device.c_str());
   std::printf(" Number of qps   : %d\t\tTransport type : %s\n", o.num_qps, "IB");
@@ -136,10 +133,9 @@ void print_banner(const PerfOptions& o, const BannerInfo& b) {
               o.use_srq ? "ON" : "OFF");
   std::printf(" PCIe relax order: %s\n", "Unsupported");
   std::printf(" ibv_wr* API     : %s\n", "OFF");
-  if (o.client() || o.duplex) std::printf(" TX depth        : %d\n", o.tx_depth);
+  if (shows_tx_depth(o)) std::printf(" TX depth        : %d\n", o.tx_depth);
   if (o.post_list > 1) std::printf(" Post List       : %d\n", o.post_list);
-  if (o.verb == Verb::kSend && (!o.client() || o.duplex))
-    std::printf(" RX depth        : %d\n", o.rx_depth);
+  if (shows_rx_depth(o)) std::printf(" RX depth        : %d\n", o.rx_depth);
   if (o.kind == TestKind::kBw) std::printf(" CQ Moderation   : %d\n", o.cq_mod);
   std::printf(" Mtu             : %u[B]\n", mtu_bytes(b.mtu));
   std::printf(" Link type       : %s\n", "Ethernet");

@@ -272,7 +272,7 @@ bool PerfTest::connect_qps() {
     a.sq_psn = my_dest_[i].psn;
     a.dgid = r.gid;
     a.sgid_index = static_cast<uint8_t>(gid_index_);
-    a.hop_limit = static_cast<uint8_t>(o_.hop_limit);
+    a.hop_limit = kDefHopLimit;
     a.traffic_class = static_cast<uint8_t>(o_.traffic_class);
     a.sl = static_cast<uint8_t>(o_.sl);
     a.max_dest_rd_atomic = static_cast<uint8_t>(my_dest_[i].out_reads);
