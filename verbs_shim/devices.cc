@@ -154,6 +154,7 @@ int op_query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
                        ibv_device_attr_ex* attr, size_t attr_size);
 // qp.cc / objects.cc
 ibv_qp* op_create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr);
+int op_modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
 ibv_cq_ex* op_create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
 
 }  // namespace roce::verbs
@@ -247,6 +248,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.query_port = &op_query_port;
     v.query_device_ex = &op_query_device_ex;
     v.create_qp_ex = &op_create_qp_ex;
+    v.modify_qp_rate_limit = &op_modify_qp_rate_limit;
     v.create_cq_ex = &op_create_cq_ex;
     ibv_context& c = v.context;
     c.device = device;

@@ -227,6 +227,20 @@ ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return guard_ptr([&] { return create_qp_common(context, attr); });
 }
 
+// ibv_modify_qp_rate_limit: IBV_QP_RATE_LIMIT with a burst cap, as an RTS->RTS modify (EINVAL in
+// any other state). Returns an errno value, as ibv_modify_qp does.
+int op_modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr) {
+  return guard_errno([&] {
+    if (!qp || !attr || attr->comp_mask) return EINVAL;  // no extension is defined
+    ShimQp* q = to_qp(qp);
+    QpAttr a;
+    a.rate_limit = attr->rate_limit;
+    a.max_burst_sz = attr->max_burst_sz;
+    a.typical_pkt_sz = attr->typical_pkt_sz;
+    return on_engine(q->ctx, [&] { return q->ctx->engine->modify_qp(q->q, a, kQpRateLimit); });
+  });
+}
+
 }  // namespace roce::verbs
 
 using namespace roce;

@@ -20,6 +20,10 @@ class Pacer {
   // timer granularity (a QP woken a tick late still finds its credit); a byte allowance alone
   // would turn into milliseconds of burst and debt at low rates.
   void set_rate(double gbps, uint64_t now_ns, uint64_t burst_ns, uint32_t burst_bytes);
+  // The same with a burst cap instead of a tolerance (ibv_modify_qp_rate_limit's max_burst_sz):
+  // frames of up to pkt_bytes leave at most max_burst_bytes back to back (at least one frame).
+  // Strict, so it absorbs no timer lateness: a wake-up late by more than the slack is lost rate.
+  void set_rate_burst(double gbps, uint64_t now_ns, uint32_t max_burst_bytes, uint32_t pkt_bytes);
   // Earliest time >= now_ns at which the next frame may start (== now_ns: send now). The test
   // uses tat's integer ns, so a frame may start up to 1 ns before its exact time; the fraction
   // stays in tat, so that never accumulates (rounding the other way would lose up to 1 ns per
@@ -32,6 +36,8 @@ class Pacer {
   void on_sent(uint32_t frame_bytes, uint64_t now_ns);
 
  private:
+  void rescale(double ns_per_byte, uint64_t now_ns);
+
   uint64_t tat_ns_ = 0;
   double tat_frac_ = 0;  // in [0, 1)
   double ns_per_byte_ = 0;

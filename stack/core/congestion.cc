@@ -92,9 +92,16 @@ void Engine::repace(Qp& qp) {
 void Engine::cc_set_limit(Qp& qp) {
   const uint32_t kbps = qp.attr_.rate_limit;
   qp.cc_.limited = kbps != 0;
-  if (qp.cc_.limited) {
-    qp.cc_.limit.set_rate(static_cast<double>(kbps) / 1e6, now_, cfg_.dcqcn.pacer_burst_ns,
-                          cfg_.dcqcn.pacer_burst_bytes);
+  const double gbps = static_cast<double>(kbps) / 1e6;
+  if (qp.cc_.limited && qp.attr_.max_burst_sz) {
+    const uint32_t pkt =
+        qp.attr_.typical_pkt_sz
+            ? qp.attr_.typical_pkt_sz
+            : qp.l2l4_.len + wire::opcode_info(wire::op::kRcWriteOnlyImm).transport_hdr_len() +
+                  mtu_bytes(qp.attr_.path_mtu) + wire::kIcrcSize;
+    qp.cc_.limit.set_rate_burst(gbps, now_, qp.attr_.max_burst_sz, pkt);
+  } else if (qp.cc_.limited) {
+    qp.cc_.limit.set_rate(gbps, now_, cfg_.dcqcn.pacer_burst_ns, cfg_.dcqcn.pacer_burst_bytes);
   }
   repace(qp);
 }

@@ -502,6 +502,10 @@ int Engine::validate_modify(const Qp& qp, const QpAttr& a, uint32_t mask, QpStat
       (a.rate_limit < kMinRateLimitKbps || a.rate_limit > kMaxRateLimitKbps)) {
     return EINVAL;
   }
+  // Burst and packet sizes shape a limit: without one they are a caller's mistake.
+  if ((mask & kQpRateLimit) && a.rate_limit == 0 && (a.max_burst_sz || a.typical_pkt_sz)) {
+    return EINVAL;
+  }
   return 0;
 }
 
@@ -518,6 +522,8 @@ void Engine::reset_qp_state(Qp& qp) {
   timers_.cancel(qp.cc_.pace);
   timers_.cancel(qp.cc_.timer);
   qp.attr_.rate_limit = 0;  // a reset QP starts again without a limit
+  qp.attr_.max_burst_sz = 0;
+  qp.attr_.typical_pkt_sz = 0;
   qp.cc_.limited = false;
   // Drop queued work without completions (IBA 10.3.1: RESET empties the queues).
   const uint32_t sq_prod = qp.sq_.prod_acquire();
@@ -590,6 +596,8 @@ int Engine::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   if (mask & kQpEnSqdAsyncNotify) s.en_sqd_async_notify = a.en_sqd_async_notify;
   if (mask & kQpRateLimit) {
     s.rate_limit = a.rate_limit;
+    s.max_burst_sz = a.max_burst_sz;
+    s.typical_pkt_sz = a.typical_pkt_sz;
     cc_set_limit(*qp);
   }
 

@@ -199,6 +199,12 @@ struct QpAttr {
   uint8_t retry_cnt = 0;
   uint8_t rnr_retry = 0;
   uint32_t rate_limit = 0;  // kb/s, 0 = unlimited
+  // With kQpRateLimit, ibv_modify_qp_rate_limit's shaping (0 = the defaults): bursts of at most
+  // max_burst_sz bytes, for frames of typical_pkt_sz bytes (whole frames, Ethernet header to
+  // ICRC; by default the QP's largest data frame at its path MTU). Plain IBV_QP_RATE_LIMIT
+  // leaves both 0.
+  uint32_t max_burst_sz = 0;
+  uint16_t typical_pkt_sz = 0;
 };
 // A QP's rate limit (QpAttr::rate_limit, kb/s; 0 = none): 1 Mb/s .. 400 Gb/s.
 inline constexpr uint32_t kMinRateLimitKbps = 1'000;

@@ -185,7 +185,8 @@ TEST_F(QpStateTest, BadValuesAreRefused) {
 
 // IBV_QP_RATE_LIMIT (kb/s): taken where the send queue starts or goes on (RTR->RTS, RTS->RTS,
 // SQD->RTS) by RC and UC QPs, from 1 Mb/s to 400 Gb/s or 0 (none); query_qp reports it and a
-// reset clears it. Not by INIT->RTR, not by UD QPs (the engine does not pace datagrams).
+// reset clears it, with its burst and packet sizes (which need a limit). Not by INIT->RTR, not
+// by UD QPs (the engine does not pace datagrams).
 TEST_F(QpStateTest, RateLimitIsTakenWhereTheSendQueueStartsAndWithinItsRange) {
   ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
   QpAttr r = rtr_attr();
@@ -209,11 +210,21 @@ TEST_F(QpStateTest, RateLimitIsTakenWhereTheSendQueueStartsAndWithinItsRange) {
   again.rate_limit = 0;
   ASSERT_EQ(engine_->modify_qp(qp_, again, kQpState | kQpRateLimit), 0);
   EXPECT_FALSE(qp_->cc_.limited);
+  again.max_burst_sz = 8192;  // shaping without a limit (ibv_modify_qp_rate_limit's fields)
+  EXPECT_EQ(engine_->modify_qp(qp_, again, kQpRateLimit), EINVAL);
+  again.max_burst_sz = 0;
+  again.typical_pkt_sz = 1024;
+  EXPECT_EQ(engine_->modify_qp(qp_, again, kQpRateLimit), EINVAL);
   again.rate_limit = kMinRateLimitKbps;
+  again.max_burst_sz = 8192;
   ASSERT_EQ(engine_->modify_qp(qp_, again, kQpRateLimit), 0);  // without a state: RTS->RTS
   EXPECT_TRUE(qp_->cc_.limited);
+  EXPECT_EQ(query().max_burst_sz, 8192u);
+  EXPECT_EQ(query().typical_pkt_sz, 1024u);
   ASSERT_EQ(modify_state(qp_, QpState::kReset), 0);
   EXPECT_EQ(query().rate_limit, 0u);
+  EXPECT_EQ(query().max_burst_sz, 0u);
+  EXPECT_EQ(query().typical_pkt_sz, 0u);
   EXPECT_FALSE(qp_->cc_.limited);
 
   Qp* ud = make_qp(QpType::kUd);

@@ -619,6 +619,36 @@ TEST(Requester, ARateLimitPacesTheQpAndLiftingItReleasesIt) {
   }
 }
 
+// ibv_modify_qp_rate_limit's burst cap: frames of the typical size leave at most max_burst_sz
+// bytes back to back. At 1 Gb/s a 4 KiB frame takes 33 us, so the default tolerance lets one go at
+// once; the QP's largest data frame here is 42 (Ethernet, IPv4, UDP) + 32 (BTH, RETH, ImmDt) +
+// 4096 + 4 (ICRC) = 4174 bytes, the typical size by default.
+TEST(Requester, ARateLimitsBurstCapSetsHowManyFramesLeaveAtOnce) {
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kNone;
+  struct Case {
+    uint32_t burst;
+    uint16_t pkt;
+    size_t at_once;
+  };
+  // At 2 x 4174 - 5 bytes the tolerance, 4169 bytes, is one short of what the first frame
+  // charged (4170: a WRITE's first frame has no ImmDt), so the second waits.
+  for (const Case c : {Case{0, 0, 1}, Case{4 * 4174, 0, 4}, Case{2 * 4174, 0, 2},
+                       Case{2 * 4174 - 5, 0, 1}, Case{4 * 4174, 8000, 3}, Case{1000, 0, 1}}) {
+    SCOPED_TRACE(testing::Message() << "burst " << c.burst << ", packet " << c.pkt);
+    ProtocolHarness h(o);
+    ASSERT_EQ(h.set_rate_limit(1'000'000, c.burst, c.pkt), 0);
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+    const std::vector<Emitted> out = h.exchange();
+    EXPECT_EQ(out.size(), c.at_once);
+    // The burst spent, frames follow at the rate: 200 us hold 6 of 33.2 us, give or take one.
+    const std::vector<Emitted> in_200us = h.advance(200'000);
+    EXPECT_GE(in_200us.size(), 5u);
+    EXPECT_LE(in_200us.size(), 7u);
+  }
+}
+
 // Under DCQCN the rate limit caps what the reaction point allows: at line rate (no CNP yet) the
 // limit paces alone, 2 Gb/s here: 16 frames in about 0.27 ms, not at once.
 TEST(Requester, ARateLimitCapsDcqcnsRate) {

@@ -109,9 +109,11 @@ class ProtocolHarness {
   // (the constructor does it once).
   void connect();
   // The QP's rate limit (IBV_QP_RATE_LIMIT, kb/s; 0 lifts it), as ibv_modify_qp sets it in RTS.
-  int set_rate_limit(uint32_t kbps) {
+  int set_rate_limit(uint32_t kbps, uint32_t max_burst_sz = 0, uint16_t typical_pkt_sz = 0) {
     QpAttr a;
     a.rate_limit = kbps;
+    a.max_burst_sz = max_burst_sz;
+    a.typical_pkt_sz = typical_pkt_sz;
     return engine_->modify_qp(qp_, a, kQpRateLimit);
   }
   // The peer's MAC becomes known, as when an ARP reply or neighbour advertisement arrives.

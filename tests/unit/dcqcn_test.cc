@@ -623,6 +623,30 @@ TEST(Pacer, KeepsItsRateAndRescalesWhatIsOwedWhenTheRateChanges) {
   EXPECT_EQ(at_once, 1);  // 4 us per frame at 2 Gb/s, tolerance 2 us: the second waits 2 us
 }
 
+// A burst cap (ibv_modify_qp_rate_limit's max_burst_sz): after an idle, frames of the typical
+// size leave max_burst / typical at once, then one every frame time. 1 Gb/s, 1000-byte frames.
+TEST(Pacer, ABurstCapLetsThatManyTypicalFramesGoAtOnce) {
+  auto at_once = [](uint32_t max_burst, uint32_t pkt, uint32_t frame) {
+    roce::cc::Pacer p;
+    p.set_rate_burst(1.0, 0, max_burst, pkt);
+    const uint64_t now = 1'000'000 * kUs;  // long idle
+    int n = 0;
+    while (p.tx_time(now) == now && n < 100) {
+      p.on_sent(frame, now);
+      ++n;
+    }
+    // Then the rate: the next frame waits until only the burst's tolerance is owed.
+    EXPECT_EQ(p.tx_time(now) - now,
+              8ull * kUs * n - 8ull * kUs * (max_burst > pkt ? max_burst - pkt : 0) / 1000);
+    return n;
+  };
+  EXPECT_EQ(at_once(4000, 1000, 1000), 4);
+  EXPECT_EQ(at_once(3999, 1000, 1000), 3);
+  EXPECT_EQ(at_once(4000, 2000, 1000), 3);  // a larger typical size: fewer of the smaller frames
+  EXPECT_EQ(at_once(500, 1000, 1000), 1);   // a cap below one frame still lets one go
+  EXPECT_EQ(at_once(0, 1000, 1000), 1);
+}
+
 TEST(DcqcnPacer, FollowsTheRateAfterACut) {
   DcqcnRp rp;
   rp.init(Paper("pacer_burst_ns=0,pacer_burst_bytes=0,rate_timer_us=1000000000"), 0);

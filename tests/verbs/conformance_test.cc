@@ -184,6 +184,44 @@ TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
   EXPECT_EQ(post_send(a.qp, IBV_WR_SEND, 1, a, 0, 8), EINVAL);
 }
 
+// ibv_modify_qp_rate_limit (the extended op, inline in verbs.h): a limit with a burst cap in the
+// QP's current state. It needs a send queue that runs (RTS), the limit in range, a limit for any
+// burst or packet size, and no comp_mask bits; a limit of 0 lifts it. The pacing itself is shown
+// by the protocol tests (Requester.ARateLimitsBurstCap...).
+TEST_F(VerbsTest, ModifyQpRateLimitSetsALimitWithABurstCap) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  ibv_qp_rate_limit_attr rl{};
+  rl.rate_limit = 1'000'000;
+  rl.max_burst_sz = 16 * 1024;
+  rl.typical_pkt_sz = 4096;
+  EXPECT_EQ(ibv_modify_qp_rate_limit(a.qp, &rl), EINVAL);  // RESET: no send queue runs
+  connect_pair(a, b);
+  ASSERT_EQ(ibv_modify_qp_rate_limit(a.qp, &rl), 0);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_RATE_LIMIT | IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(q.rate_limit, 1'000'000u);
+  EXPECT_EQ(q.qp_state, IBV_QPS_RTS);
+
+  ibv_qp_rate_limit_attr bad = rl;
+  bad.comp_mask = 1;
+  EXPECT_EQ(ibv_modify_qp_rate_limit(a.qp, &bad), EINVAL);
+  bad = rl;
+  bad.rate_limit = 999;  // under 1 Mb/s
+  EXPECT_EQ(ibv_modify_qp_rate_limit(a.qp, &bad), EINVAL);
+  bad.rate_limit = 0;  // a burst for no limit
+  EXPECT_EQ(ibv_modify_qp_rate_limit(a.qp, &bad), EINVAL);
+  ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_RATE_LIMIT, &qi), 0);
+  EXPECT_EQ(q.rate_limit, 1'000'000u);  // the refusals changed nothing
+
+  ibv_qp_rate_limit_attr off{};
+  ASSERT_EQ(ibv_modify_qp_rate_limit(a.qp, &off), 0);
+  ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_RATE_LIMIT, &qi), 0);
+  EXPECT_EQ(q.rate_limit, 0u);
+}
+
 // ibv_query_qp reports every attribute ibv_modify_qp set, each from its own field (the shim
 // converts field by field both ways), and ibv_qp_init_attr as the QP was created. The values
 // differ from each other and from rc_connect.h's, so that a field lost or taken from another
