@@ -130,5 +130,6 @@ int main(int argc, char** argv) {
   transport.reset();
   // Removes EAL's runtime directory (/var/run/dpdk/roce-<pid>): runs must not leave them behind.
   dpdk::Eal::cleanup();
+  die_of_interrupt();
   return rc;
 }

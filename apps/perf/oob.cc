@@ -22,9 +22,9 @@ namespace roce::perf {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};  // SIGINT or SIGTERM once caught
 
-void on_signal(int) { g_interrupted.store(true); }
+void on_signal(int sig) { g_signal.store(sig); }
 
 using Clock = std::chrono::steady_clock;
 
@@ -95,7 +95,15 @@ void install_interrupt_handlers() {
   signal(SIGPIPE, SIG_IGN);  // a peer that left shows up as EPIPE, not a signal
 }
 
-bool interrupted() { return g_interrupted.load(std::memory_order_relaxed); }
+bool interrupted() { return g_signal.load(std::memory_order_relaxed) != 0; }
+
+void die_of_interrupt() {
+  const int sig = g_signal.load();
+  if (!sig) return;
+  std::fflush(nullptr);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
 
 std::string format_key_message(const KeyMessage& k) {
   char msg[kKeyMessageSize + 8];

@@ -145,5 +145,8 @@ class OobChannel : public PeerState {
 // Set by SIGINT/SIGTERM: every wait gives up with "interrupted".
 void install_interrupt_handlers();
 bool interrupted();
+// After an interrupted run has cleaned up: the process dies of the signal it caught, as perftest
+// does (so a shell sees 130 for Ctrl-C). Returns if nothing was caught.
+void die_of_interrupt();
 
 }  // namespace roce::perf

@@ -95,5 +95,6 @@ int main(int argc, char** argv) {
     rc = test.run();  // closes the transport before its buffers go
   }
   transport.reset();  // closing the last context stops the instance and cleans up EAL
+  die_of_interrupt();
   return rc;
 }

@@ -34,6 +34,8 @@
 #   - --out_json: the file holds perftest's blocks (test_info, results) with the result the
 #     report line shows: write_bw's BW average, send_lat -D's t_avg and CPU share, and with
 #     --output bandwidth the one number printed.
+#   - Ctrl-C: a --run_infinitely pair, both sides sent SIGINT as a user ends them, cleans up
+#     (EAL's runtime directory goes) and dies of the signal, as perftest does: 130 to a shell.
 #   - --use_hugepages: the buffer (2 MiB a side here) in huge pages where two of 2 MiB are free;
 #     where none are free (as on CI machines), both sides end at once with perftest's error.
 #     Other cases (pages of another size, one free) are left out, saying so.
@@ -178,6 +180,29 @@ run_pair json_out 60 "read_bw -n 200" "read_bw -n 200 --output bandwidth --out_j
 [[ $(json_val "$WORK/out.json" bw_avg) == "$(tail -n 1 "$WORK/json_out.client.out")" ]] ||
   die "--out_json --output bandwidth: bw_avg '$(json_val "$WORK/out.json" bw_avg)', printed '$(tail -n 1 "$WORK/json_out.client.out")'"
 log "--out_json: write_bw, send_lat -D --cpu_util and --output bandwidth match their reports"
+intr_s=$(device 1 af_packet)
+intr_c=$(device 2 af_packet)
+ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" write_bw --run_infinitely -D 1 --timeout 30 --device "$intr_s" \
+  >"$WORK/intr.server.out" 2>&1 &
+s=$!
+ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" write_bw --run_infinitely -D 1 --timeout 30 --device "$intr_c" \
+  10.78.0.1 >"$WORK/intr.client.out" 2>&1 &
+c=$!
+PIDS+=("$s" "$c")
+for _ in $(seq 150); do
+  (($(report_lines "$WORK/intr.client.out" | wc -l) >= 2)) && break
+  sleep 0.1
+done
+(($(report_lines "$WORK/intr.client.out" | wc -l) >= 2)) || die "--run_infinitely: no two lines in 15 s"
+kill -INT "$c" "$s"
+src=0 crc=0
+wait "$s" || src=$?
+wait "$c" || crc=$?
+((src == 130 && crc == 130)) || die "interrupted: server exit $src, client exit $crc (want 130: SIGINT)"
+for p in "$s" "$c"; do
+  [[ ! -e /var/run/dpdk/roce-$p ]] || die "interrupted: /var/run/dpdk/roce-$p left behind"
+done
+log "Ctrl-C: both sides cleaned up and died of SIGINT"
 huge_free=$(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)
 huge_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)
 if [[ $huge_kb == 2048 ]] && ((huge_free >= 2)); then
