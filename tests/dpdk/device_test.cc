@@ -182,6 +182,46 @@ TEST(DeviceLink, MemifWaitLinkUpTimesOutAloneAndSucceedsWithAPeer) {
   std::remove(sock.c_str());
 }
 
+// The virtio PMD, the one cloud VMs' NICs run, over vhost-user (net_virtio_user facing
+// net_vhost, both in this process; nothing leaves it): neighbour resolution, then RDMA WRITE,
+// READ and SEND of 1 MiB verified at MTU 4096. virtio counts a VLAN tag and its 12-byte net
+// header on top of the MTU and refuses an rx queue whose buffers cannot hold that: the port
+// sizes its mbufs from what the driver reports (without it: "rx queue setup: Invalid argument").
+TEST(DeviceLink, VirtioUserOverVhostUserCarriesVerifiedRdma) {
+  const std::string sock = ::testing::TempDir() + "roce-vhost-" + std::to_string(getpid());
+  std::remove(sock.c_str());
+  auto config = [&](int i) {
+    DeviceConfig c;
+    std::string err;
+    c.name = i ? "vB" : "vA";
+    c.port = i ? "net_virtio_user0,queues=1,path=" + sock : "net_vhost0,queues=1,iface=" + sock;
+    c.mtu = 4200;
+    apply_setting(c, "ipv4", i ? "10.11.0.2/24" : "10.11.0.1/24", &err);
+    c.mac = Mac{0x02, 0, 0, 0, 0x0b, static_cast<uint8_t>(i + 1)};
+    return c;
+  };
+  std::string err;
+  std::unique_ptr<Device> host = Device::open(config(0), &err);
+  ASSERT_TRUE(host) << err;
+  std::unique_ptr<Device> guest = Device::open(config(1), &err);
+  ASSERT_TRUE(guest) << err;
+  ASSERT_TRUE(guest->wait_link_up(std::chrono::seconds(10)));
+  ASSERT_TRUE(host->wait_link_up(std::chrono::seconds(10)));
+  {
+    Side a{guest.get()}, b{host.get()};
+    ASSERT_TRUE(setup_side(a, 3 << 20));
+    ASSERT_TRUE(setup_side(b, 3 << 20));
+    ASSERT_EQ(connect_side(a, b, 1, Mtu::k4096), 0);
+    ASSERT_EQ(connect_side(b, a, 1, Mtu::k4096), 0);
+    transfer_and_verify(a, b, "virtio_user -> vhost");
+  }
+  guest->runner().stop();
+  host->runner().stop();
+  guest.reset();
+  host.reset();
+  std::remove(sock.c_str());
+}
+
 std::string read_file(const std::string& path) {
   std::ostringstream text;
   text << std::ifstream(path).rdbuf();
