@@ -72,17 +72,22 @@ device() {
 # Runs roce-perf's server in namespace 1 and its client in namespace 2 (the client reaches the
 # server's kernel at 10.78.0.1 on mg0), both bounded by SECONDS; fails unless both exit with
 # $EXPECT_RC (default 0). Outputs: $WORK/NAME.server.out and $WORK/NAME.client.out.
-# SDEV_OVERRIDE, when set, is the server's whole device string (instead of the testbed's).
+# SDEV_OVERRIDE / CDEV_OVERRIDE, when set, are the server's / client's whole device string
+# (instead of the testbed's); CLIENT_AFTER, a file the client waits up to 10 s for (a socket
+# the server's port makes).
 run_pair() {
   local name=$1 secs=$2 sargs=$3 cargs=$4 sdev cdev vdev=${VDEV:-af_packet}
   sdev=${SDEV_OVERRIDE:-$(device 1 "$vdev" "${5:-}")}
-  cdev=$(device 2 "$vdev" "${6:-}")
+  cdev=${CDEV_OVERRIDE:-$(device 2 "$vdev" "${6:-}")}
   log "$name: roce-perf $sargs  <->  $cargs ($vdev)"
   # shellcheck disable=SC2086
   timeout -k 5 "$secs" ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" $sargs --device "$sdev" \
     --timeout 30 >"$WORK/$name.server.out" 2>&1 &
   local spid=$!
   PIDS+=("$spid")
+  if [[ -n ${CLIENT_AFTER:-} ]]; then
+    for _ in $(seq 100); do [[ -e $CLIENT_AFTER ]] && break; sleep 0.1; done
+  fi
   local crc=0 src=0
   # shellcheck disable=SC2086
   timeout -k 5 "$secs" ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" $cargs --device "$cdev" \

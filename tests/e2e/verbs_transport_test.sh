@@ -4,8 +4,9 @@
 # net_af_packet. A verified write_bw (every byte checked, both sides), a send_lat with the
 # engine driven from the test thread (mode = inline), one with its own thread and one on
 # completion events (-e), a send_bw -b -e, UD and UC runs (-c), a verified send_bw through a
-# shared receive queue (--use-srq), a per-QP rate limit (--rate_limit_type PP), and mixed pairs (verbs
-# server, native client) that show both transports speak the same protocol.
+# shared receive queue (--use-srq), a per-QP rate limit (--rate_limit_type PP), the shim's
+# virtio PMD (net_virtio_user) facing a native net_vhost, and mixed pairs (verbs server, native
+# client) that show both transports speak the same protocol.
 #
 # Usage: verbs_transport_test.sh ROCE_PERF   (roce-perf-verbs must sit beside it)
 E2E_NAME=verbs
@@ -90,6 +91,18 @@ avg=$(report_lines "$WORK/pp.client.out" | awk '{print $4}')
 [[ -n $avg ]] && awk -v a="$avg" 'BEGIN { exit !(a <= 1) }' ||
   die "write_bw --rate_limit_type PP over verbs: average '$avg' Gb/s, want at most 1"
 
+# The shim's own virtio PMD (linked in for cloud VMs' NICs) as net_virtio_user, facing a native
+# roce-perf's net_vhost (the shared DPDK's driver) over a vhost-user socket: verified write_bw.
+vsock="$WORK/vhost.sock"
+SDEV_OVERRIDE="port=net_vhost0,iface=$vsock,queues=1; ipv4=10.77.0.101/24; mac=02:00:00:77:00:01; mtu=4200" \
+  CDEV_OVERRIDE="port=net_virtio_user0,path=$vsock,queues=1; ipv4=10.77.0.102/24; mac=02:00:00:77:00:02; mtu=4200" \
+  CLIENT_AFTER=$vsock run_pair virtio 120 "$args" "$args $V"
+ran_verbs "$WORK/virtio.client.out"
+for side in server client; do
+  bytes=$(verified_bytes "$WORK/virtio.$side.out")
+  ((bytes >= BYTES)) || die "virtio $side verified $bytes bytes, expected >= $BYTES"
+done
+
 # Mixed: the verbs transport against the native one, verified both ways.
 run_pair mixed 120 "$args $V" "$args"
 for side in server client; do
@@ -99,5 +112,5 @@ done
 ran_verbs "$WORK/mixed.server.out"
 ! grep -q "not available over the verbs API" "$WORK/mixed.client.out" ||
   die "mixed: the client ran the verbs transport"
-log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, --use-srq, PP rate limit, mixed pairs"
+log "verbs transport: write_bw verified, send_lat inline, thread and events, send_bw -b -e, UD and UC, --use-srq, PP rate limit, virtio_user, mixed pairs"
 echo "PASS"
