@@ -155,6 +155,8 @@ Device::~Device() {
 
 uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
 
+uint32_t Device::link_speed_mbps() const { return port_->link_speed_mbps(); }
+
 bool Device::link_up() const {
   const bool up = port_->link_up();
   if (up && !link_seen_up_.load(std::memory_order_relaxed)) link_seen_up_.store(true);

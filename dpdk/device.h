@@ -48,6 +48,8 @@ class Device {
   // Whether the port's link is up. A net_memif link comes up once both sides' ports run and
   // their control channel has connected, some milliseconds after open() returns. Any thread.
   bool link_up() const;
+  // The link's speed in Mb/s as the port's driver reports it; 0 where it reports none.
+  uint32_t link_speed_mbps() const;
   // Whether the link was seen up (by link_up(), wait_link_up or the engine's timer) and is down
   // now: a net_memif peer that left, a cable pulled. A link that has not come up yet is not
   // lost (a memif server waits for its first client). Any thread.

@@ -752,6 +752,13 @@ bool DpdkPort::link_up() const {
   return link.link_status == RTE_ETH_LINK_UP;
 }
 
+uint32_t DpdkPort::link_speed_mbps() const {
+  rte_eth_link link;
+  std::memset(&link, 0, sizeof(link));
+  if (rte_eth_link_get_nowait(port_id_, &link) != 0) return 0;
+  return link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
+}
+
 uint64_t DpdkPort::prefault_shared_memory() {
   if (!shares_peer_memory_) return 0;
   // net_memif maps and unmaps the regions on EAL's interrupt thread when a peer connects or

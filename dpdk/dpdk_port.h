@@ -127,6 +127,8 @@ class DpdkPort final : public PacketIo {
   bool tx_fast_free() const { return tx_fast_free_; }
 
   bool link_up() const;
+  // The link's speed in Mb/s as the driver reports it; 0 where it reports none (or unknown).
+  uint32_t link_speed_mbps() const;
   // Whether the driver shares rings and buffers with its peer through memory mapped after the
   // link comes up (net_memif), so that prefault_shared_memory() is worth calling on link-up.
   bool shares_peer_memory() const { return shares_peer_memory_; }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "dpdk/device.h"
+#include "verbs_shim/port_rate.h"
 #include "verbs_shim/shim.h"
 
 #undef ibv_query_port
@@ -96,9 +97,10 @@ void fill_port_attr(ShimContext* ctx, ibv_port_attr* a) {
   a->lid = 0;
   a->sm_lid = 0;
   a->lmc = 0;
-  a->max_vl_num = 1;             // VL0 only
-  a->active_width = 1;           // 1X
-  a->active_speed = 32;          // EDR: 25 Gb/s per lane (a plausible software NIC figure)
+  a->max_vl_num = 1;  // VL0 only
+  const PortRate rate = port_rate_for_mbps(ctx->device->link_speed_mbps());
+  a->active_width = rate.width;
+  a->active_speed = rate.speed;
   a->phys_state = lost ? 2 : 5;  // Polling (rxe's for a port up without carrier) : LinkUp
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
   a->flags = IBV_QPF_GRH_REQUIRED;  // RoCE: every address handle is global

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "verbs_fixture.h"
+#include "verbs_shim/port_rate.h"
 
 extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                                   int* type);
@@ -41,6 +42,9 @@ TEST_F(VerbsTest, DeviceAndPortAttributes) {
   EXPECT_EQ(p.max_mtu, IBV_MTU_4096);
   EXPECT_EQ(p.lid, 0);
   EXPECT_EQ(p.gid_tbl_len, 3);
+  // The link's speed as the driver reports it: net_af_packet says 10 Gb/s, so 1X QDR.
+  EXPECT_EQ(p.active_width, 1);
+  EXPECT_EQ(p.active_speed, 4);
   EXPECT_NE(ibv_query_port(ctx_[0], 2, &p), 0);
 
   // GID 0: link-local from the MAC; 1: IPv4-mapped; 2: the IPv6 address. All RoCE v2.
@@ -182,6 +186,24 @@ TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
   EXPECT_EQ(state_of(a.qp), IBV_QPS_RESET);
   // Posting a send in RESET is refused.
   EXPECT_EQ(post_send(a.qp, IBV_WR_SEND, 1, a, 0, 8), EINVAL);
+}
+
+// The port's IB rate from its Ethernet speed: the largest lanes x lane speed within it, 1X EDR
+// (25 Gb/s) where the driver reports no speed.
+TEST(PortRate, TheLargestIbRateWithinTheLinkSpeed) {
+  using roce::verbs::port_rate_for_mbps;
+  struct Case {
+    uint32_t mbps;
+    uint8_t width, speed;
+  };
+  for (const Case c :
+       {Case{0, 1, 32}, Case{1'000, 1, 1}, Case{10'000, 1, 4}, Case{24'999, 1, 16},
+        Case{25'000, 1, 32}, Case{40'000, 2, 4}, Case{50'000, 1, 64}, Case{100'000, 2, 32},
+        Case{200'000, 2, 64}, Case{400'000, 2, 128}, Case{800'000, 4, 128}}) {
+    const auto r = port_rate_for_mbps(c.mbps);
+    EXPECT_EQ(r.width, c.width) << c.mbps;
+    EXPECT_EQ(r.speed, c.speed) << c.mbps;
+  }
 }
 
 // ibv_modify_qp_rate_limit (the extended op, inline in verbs.h): a limit with a burst cap in the
