@@ -145,18 +145,19 @@ uint32_t frame_len_for(const PortConfig& config) {
 // A buffer for one frame of frame_len bytes, in whole cache lines.
 uint32_t frame_buffer_size(uint32_t frame_len) { return round_up(frame_len, RTE_CACHE_LINE_SIZE); }
 
-// The bytes a device counts on top of the MTU, and the largest MTU rte_eth_dev_configure accepts
-// for it, computed as ethdev does (eth_dev_get_overhead_len in lib/ethdev): a frame of mtu +
-// overhead must fit max_rx_pktlen.
-uint32_t device_overhead(const rte_eth_dev_info& info) {
-  if (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu) {
-    return info.max_rx_pktlen - info.max_mtu;
-  }
-  return RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+// The bytes a driver counts on top of the MTU, where it reports its limits (max_mtu below
+// max_rx_pktlen); 0 where it does not.
+uint32_t reported_overhead(const rte_eth_dev_info& info) {
+  return info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+             ? info.max_rx_pktlen - info.max_mtu
+             : 0;
 }
 
+// The largest MTU rte_eth_dev_configure accepts for this device, computed as ethdev does
+// (eth_dev_get_overhead_len in lib/ethdev): a frame of mtu + overhead must fit max_rx_pktlen.
 uint32_t max_device_mtu(const rte_eth_dev_info& info) {
-  const uint32_t overhead = device_overhead(info);
+  uint32_t overhead = reported_overhead(info);
+  if (overhead == 0) overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
   uint32_t limit = info.max_mtu;
   if (info.max_rx_pktlen > overhead) limit = std::min(limit, info.max_rx_pktlen - overhead);
   return limit;
@@ -396,10 +397,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
   // A frame as the driver counts it: a driver that reports its limits may count more than the
   // frame on top of the MTU (virtio: a VLAN tag and its 12-byte net header), and refuses an rx
   // queue whose buffers cannot hold that without scatter.
-  uint32_t frame_room = port->max_frame_len_;
-  if (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu) {
-    frame_room = std::max(frame_room, config.mtu + device_overhead(info));
-  }
+  const uint32_t frame_room = std::max(port->max_frame_len_, config.mtu + reported_overhead(info));
   uint32_t data_size = config.mbuf_data_size;
   if (data_size == 0) {
     data_size = std::max(frame_buffer_size(frame_room), driver_min_data);
