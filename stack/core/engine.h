@@ -282,6 +282,8 @@ class Engine {
   bool port_budget_full() const { return port_room() == 0; }
   void charge_port(Qp& qp, bool gone = false);
   void wait_port_budget(Qp& qp);
+  // A QP waits for the budget and the budget has room for it.
+  bool budget_waiter_ready() const { return budget_head_ && !port_budget_full(); }
   // Packets between AckReqs. Only an ACK makes room in the budget, and a responder answers
   // only packets that ask (AckReq): with every QP's share of the budget sent without asking, the
   // port would wait for the local ACK timeout. So each QP asks at least every half of its share

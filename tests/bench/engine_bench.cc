@@ -7,6 +7,8 @@
 //   engine_bench --fixed OPS SIZE [MTU]           fixed work for callgrind, prints packets
 //     valgrind --tool=callgrind engine_bench --fixed 20000 64
 //   engine_bench --pingpong ITERS SIZE            send_lat's exchange, for callgrind
+//   engine_bench --qps N OPS SIZE                 OPS WRITEs spread over N QP pairs (round
+//                                                 robin; each send queue 64 deep), for callgrind
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -90,11 +92,12 @@ struct Pair {
   uint32_t ka = 0, kb = 0;
   Qp* qa = nullptr;
   Qp* qb = nullptr;
+  std::vector<Qp*> qas, qbs;  // every pair (qas[0] == qa)
   CompletionQueue* cq = nullptr;
   CompletionQueue* cqb = nullptr;
   bool recvs_posted = false;
 
-  Pair(Mtu mtu, uint32_t mem) : ma(mem, 1), mb(mem, 0) {
+  Pair(Mtu mtu, uint32_t mem, uint32_t nqps = 1) : ma(mem, 1), mb(mem, 0) {
     pa.connect(&pb);
     pb.connect(&pa);
     EngineConfig ca, cb;
@@ -119,15 +122,24 @@ struct Pair {
     QpInitAttr ia;
     ia.pd = pda;
     ia.send_cq = ia.recv_cq = cq;
-    ia.cap.max_send_wr = 512;
+    ia.cap.max_send_wr = nqps == 1 ? 512 : 64;  // several: at most 4 signalled each in the CQ
     ia.cap.max_recv_wr = 1;
     ia.cap.max_inline_data = 236;
-    qa = a->create_qp(ia, &err);
-    ia.pd = pdb;
-    ia.send_cq = ia.recv_cq = cqb;
-    qb = b->create_qp(ia, &err);
-    connect(*a, qa, cb.gids[0], qb->qpn(), mtu);
-    connect(*b, qb, ca.gids[0], qa->qpn(), mtu);
+    for (uint32_t i = 0; i < nqps; ++i) {
+      ia.pd = pda;
+      ia.send_cq = ia.recv_cq = cq;
+      Qp* x = a->create_qp(ia, &err);
+      ia.pd = pdb;
+      ia.send_cq = ia.recv_cq = cqb;
+      Qp* y = b->create_qp(ia, &err);
+      if (!x || !y) std::abort();
+      connect(*a, x, cb.gids[0], y->qpn(), mtu);
+      connect(*b, y, ca.gids[0], x->qpn(), mtu);
+      qas.push_back(x);
+      qbs.push_back(y);
+    }
+    qa = qas[0];
+    qb = qbs[0];
   }
   static void connect(Engine& e, Qp* q, const Gid& dgid, uint32_t dqpn, Mtu mtu) {
     QpAttr x;
@@ -155,9 +167,13 @@ struct Pair {
                 kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
   }
 
-  // Runs `ops` WRITEs of `size` bytes (every 16th signalled), keeping the queue full.
+  // Runs `ops` WRITEs of `size` bytes, spread evenly over the QPs (every 16th of a QP's
+  // signalled, and its last), keeping every send queue full.
   uint64_t run(uint64_t ops, uint32_t size) {
-    uint64_t posted = 0, done = 0;
+    const size_t n = qas.size();
+    std::vector<uint64_t> quota(n, ops / n), posted(n, 0), done(n, 0);
+    for (size_t i = 0; i < ops % n; ++i) ++quota[i];
+    uint64_t all_done = 0;
     Sge sge{reinterpret_cast<uint64_t>(ma.data()), size, ka};
     SendWr wr;
     wr.sg_list = &sge;
@@ -166,22 +182,28 @@ struct Pair {
     wr.remote_addr = reinterpret_cast<uint64_t>(mb.data());
     wr.rkey = kb;
     Cqe c[64];
-    while (done < ops) {
-      while (posted < ops && qa->sq_.free_slots() > 0) {
-        wr.wr_id = posted;
-        wr.send_flags = (posted % 16 == 15 || posted + 1 == ops) ? kSendSignaled : 0;
-        qa->post_send(wr);
-        ++posted;
+    constexpr int kQpShift = 40;  // wr_id: the QP's index above, its sequence below
+    while (all_done < ops) {
+      for (size_t q = 0; q < n; ++q) {
+        while (posted[q] < quota[q] && qas[q]->sq_.free_slots() > 0) {
+          wr.wr_id = (uint64_t{q} << kQpShift) | posted[q];
+          wr.send_flags = (posted[q] % 16 == 15 || posted[q] + 1 == quota[q]) ? kSendSignaled : 0;
+          qas[q]->post_send(wr);
+          ++posted[q];
+        }
       }
       a->poll();
       b->poll();
-      int n = cq->poll(c, 64);
-      for (int i = 0; i < n; ++i) {
+      int k = cq->poll(c, 64);
+      for (int i = 0; i < k; ++i) {
         if (c[i].status != WcStatus::kSuccess) {
           std::fprintf(stderr, "completion error\n");
           std::abort();
         }
-        done = c[i].wr_id + 1;
+        const size_t q = c[i].wr_id >> kQpShift;
+        const uint64_t seq = c[i].wr_id & ((uint64_t{1} << kQpShift) - 1);
+        all_done += seq + 1 - done[q];
+        done[q] = seq + 1;
       }
     }
     return pa.packets + pb.packets;
@@ -284,6 +306,22 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(packets),
                 static_cast<unsigned long long>(p.pa.packets),
                 static_cast<unsigned long long>(p.pb.packets));
+    return 0;
+  }
+  if (argc >= 5 && std::string(argv[1]) == "--qps") {
+    const uint32_t nqps = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10));
+    const uint64_t ops = std::strtoull(argv[3], nullptr, 10);
+    const uint32_t size = static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 10));
+    if (nqps == 0 || nqps > 4096) {
+      std::fprintf(stderr, "engine_bench: --qps takes 1..4096 QP pairs\n");
+      return 2;
+    }
+    Pair p(Mtu::k4096, std::max<uint32_t>(size, 64), nqps);
+    const uint64_t packets = p.run(ops, size);
+    std::printf("qps=%u ops=%llu size=%u packets=%llu budget_waits=%llu\n", nqps,
+                static_cast<unsigned long long>(ops), size,
+                static_cast<unsigned long long>(packets),
+                static_cast<unsigned long long>(p.a->counters().port_budget_waits));
     return 0;
   }
   if (argc >= 4 && std::string(argv[1]) == "--pingpong") {
