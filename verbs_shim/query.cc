@@ -118,11 +118,12 @@ int op_query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
     a.completion_timestamp_mask = UINT64_MAX;
     a.hca_core_clock = 1000000;  // kHz: 1 tick = 1 ns
     a.phys_port_cnt_ex = 1;
-    // Per-QP rate limits (ibv_modify_qp with IBV_QP_RATE_LIMIT): the engine paces RC and UC
+    // Per-QP rate limits (ibv_modify_qp with IBV_QP_RATE_LIMIT): the engine paces RC, UC and UD
     // QPs at them.
     a.packet_pacing_caps.qp_rate_limit_min = kMinRateLimitKbps;
     a.packet_pacing_caps.qp_rate_limit_max = kMaxRateLimitKbps;
-    a.packet_pacing_caps.supported_qpts = (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC);
+    a.packet_pacing_caps.supported_qpts =
+        (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC) | (1u << IBV_QPT_UD);
     std::memcpy(attr, &a, std::min(attr_size, sizeof a));
     return 0;
   });

@@ -560,10 +560,7 @@ int parse_options(int argc, char** argv, PerfOptions* o) {
     }
     if (rate_limit.empty()) return fail("--rate_limit_type: give the rate (--rate_limit)");
     if (rate_limit_type == "PP") {
-      // perftest takes PP for Raw Ethernet QPs only; here every RC and UC QP can be limited.
-      if (o->conn == Conn::kUd) {
-        return fail("--rate_limit_type PP: the device paces RC and UC QPs, not UD ones (use SW)");
-      }
+      // perftest takes PP for Raw Ethernet QPs only; here every RC, UC and UD QP can be limited.
       using Units = PerfOptions::RateUnits;
       if (o->rate_units == Units::kPps) {
         return fail("--rate_limit_type PP: a QP's limit is a bit rate: --rate_units g or M");

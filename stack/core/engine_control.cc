@@ -411,7 +411,7 @@ Transition transition(QpState cur, QpState next) {
         t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState |
                    kQpRateLimit;
         t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState | kQpRateLimit;
-        t.opt[2] = kQpCurState | kQpQkey;
+        t.opt[2] = kQpCurState | kQpQkey | kQpRateLimit;
       }
       break;
     case S::kRts:
@@ -420,7 +420,7 @@ Transition transition(QpState cur, QpState next) {
         t.opt[0] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer |
                    kQpRateLimit;
         t.opt[1] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpRateLimit;
-        t.opt[2] = kQpCurState | kQpQkey;
+        t.opt[2] = kQpCurState | kQpQkey | kQpRateLimit;
       } else if (next == S::kSqd) {
         t.valid = true;
         t.opt[0] = t.opt[1] = t.opt[2] = kQpEnSqdAsyncNotify;
@@ -432,7 +432,7 @@ Transition transition(QpState cur, QpState next) {
         t.opt[0] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState |
                    kQpRateLimit;
         t.opt[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState | kQpRateLimit;
-        t.opt[2] = kQpCurState | kQpQkey;
+        t.opt[2] = kQpCurState | kQpQkey | kQpRateLimit;
       } else if (next == S::kSqd) {
         t.valid = true;
         t.opt[0] = kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpMinRnrTimer |

@@ -371,6 +371,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
       if (qp.path_failed_) fail_unresolved(qp);
       return false;
     }
+    if (!cc_may_send(qp)) return false;  // a rate limit (UC and UD have no DCQCN)
     PktBuf* b = tx_buf();
     if (!b) return false;
     const uint32_t pay = std::min(qp.mtu_, w.length - s.offset);
@@ -398,6 +399,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
       send_queue_error(qp);
       return false;
     }
+    cc_on_sent(qp, b->len);
     s.psn = psn_add(s.psn, 1);
     if (last) {
       complete(WcStatus::kSuccess);
@@ -429,6 +431,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     send_queue_error(qp);
     return false;
   }
+  if (!cc_may_send(qp)) return false;
   PktBuf* b = tx_buf();
   if (!b) return false;
   wire::BthFields bth;
@@ -453,6 +456,7 @@ bool Engine::ud_send(Qp& qp, SendWqe& w) {
     return false;
   }
   finish_frame(b, qp, ah.path, payload, w.length, bth, ext);
+  cc_on_sent(qp, b->len);
   s.psn = psn_add(s.psn, 1);
   complete(WcStatus::kSuccess);
   return true;

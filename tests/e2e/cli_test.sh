@@ -53,7 +53,6 @@ expect 2 "--mr_per_qp: --verify uses one memory region" write_bw --verify --mr_p
 expect 2 "rate_limit: '0' is not a rate above 0" write_bw --rate_limit 0
 expect 2 "rate_limit: 'fast' is not a rate above 0" write_bw --rate_limit fast
 expect 2 "--rate_limit_type HW: a RoCE port takes no static rate: use SW" write_bw --rate_limit 10 --rate_limit_type HW
-expect 2 "--rate_limit_type PP: the device paces RC and UC QPs, not UD ones \\(use SW\\)" send_bw -c UD --rate_limit 1 --rate_limit_type PP
 expect 2 "--rate_limit_type PP: a QP's limit is a bit rate: --rate_units g or M" write_bw --rate_limit 1000 --rate_units p --rate_limit_type PP
 expect 2 "--rate_limit_type PP: a QP's limit is 1 Mb/s to 400 Gb/s" write_bw --rate_limit 401 --rate_limit_type PP
 expect 2 "--rate_limit_type PP: a QP's limit is 1 Mb/s to 400 Gb/s" write_bw --rate_limit 0.0001 --rate_limit_type PP

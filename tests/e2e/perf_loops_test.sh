@@ -30,7 +30,8 @@
 #     --rate_units p: at most 1053). Without a type the limiter is perftest's HW one, which
 #     falls back to SW with perftest's line. --rate_limit_type PP instead limits each QP in the
 #     stack (IBV_QP_RATE_LIMIT): write_bw at 1 Gb/s averages at most 1 Gb/s of payload (the limit
-#     counts whole frames), where it runs at several unlimited.
+#     counts whole frames), where it runs at several unlimited; a UD send_bw of 1 KiB messages at
+#     0.1 Gb/s at most that too.
 #   - --out_json: the file holds perftest's blocks (test_info, results) with the result the
 #     report line shows: write_bw's BW average, send_lat -D's t_avg and CPU share, and with
 #     --output bandwidth the one number printed.
@@ -156,6 +157,9 @@ grep -q "The QP failed to accept HW rate limit, providing SW rate limit" "$WORK/
 run_pair rate_pp 60 "write_bw -n 300 --report_gbits" \
   "write_bw -n 300 --report_gbits --rate_limit 1 --rate_limit_type PP"
 at_most rate_pp 4 1 1 "write_bw --rate_limit 1 --rate_limit_type PP, Gb/s"
+run_pair rate_pp_ud 60 "send_bw -c UD -s 1024 -n 200 --report_gbits" \
+  "send_bw -c UD -s 1024 -n 200 --report_gbits --rate_limit 0.1 --rate_limit_type PP"
+at_most rate_pp_ud 4 1 0.1 "send_bw -c UD --rate_limit 0.1 --rate_limit_type PP, Gb/s"
 # json_val FILE KEY: the value of "KEY: value," in a --out_json file.
 json_val() { sed -n "s/^$2: \\(.*\\),\\?$/\\1/p" "$1" | sed 's/,$//' | head -n 1; }
 run_pair json_bw 60 "write_bw -n 200" "write_bw -n 200 --out_json --out_json_file $WORK/bw.json"

@@ -619,6 +619,42 @@ TEST(Requester, ARateLimitPacesTheQpAndLiftingItReleasesIt) {
   }
 }
 
+// UC and UD QPs are paced by a rate limit too: they send through ud_send, which once took the
+// limit (UC) and sent at full speed. UC: a 64 KiB WRITE at 1 Gb/s, as the RC test above. UD: ten
+// 16-byte SENDs at 10 Mb/s, a frame (90 bytes: Ethernet, IPv4, UDP, BTH, DETH, payload, ICRC)
+// every 72 us; lifting the limit releases the rest.
+TEST(Requester, ARateLimitPacesUcAndUdQps) {
+  for (const QpType t : {QpType::kUc, QpType::kUd}) {
+    SCOPED_TRACE(t == QpType::kUc ? "UC" : "UD");
+    ProtocolHarness::Options o;
+    o.mtu = Mtu::k4096;
+    o.cc = CcKind::kNone;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    const uint32_t ah = peer_ah(h);
+    size_t total = 0;
+    if (t == QpType::kUc) {
+      ASSERT_EQ(h.set_rate_limit(1'000'000), 0);
+      ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+      total = 16;
+    } else {
+      ASSERT_EQ(h.set_rate_limit(10'000), 0);
+      for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(post_ud(h, i, ah, o.qkey), 0);
+      total = 10;
+    }
+    const std::vector<Emitted> out = h.exchange();
+    EXPECT_LE(out.size(), 2u);
+    const uint64_t window_ns = t == QpType::kUc ? 200'000 : 300'000;  // 6.0 and 4.2 frames' time
+    const std::vector<Emitted> later = h.advance(window_ns);
+    EXPECT_LE(out.size() + later.size(), t == QpType::kUc ? 9u : 7u);
+    EXPECT_GE(out.size() + later.size(), t == QpType::kUc ? 7u : 5u);
+    EXPECT_GT(h.engine().counters().paced, 0u);
+    ASSERT_EQ(h.set_rate_limit(0), 0);
+    const std::vector<Emitted> rest = h.exchange();
+    EXPECT_EQ(out.size() + later.size() + rest.size(), total);
+  }
+}
+
 // ibv_modify_qp_rate_limit's burst cap: frames of the typical size leave at most max_burst_sz
 // bytes back to back. At 1 Gb/s a 4 KiB frame takes 33 us, so the default tolerance lets one go at
 // once; the QP's largest data frame here is 42 (Ethernet, IPv4, UDP) + 32 (BTH, RETH, ImmDt) +

@@ -29,10 +29,11 @@ TEST_F(VerbsTest, DeviceAndPortAttributes) {
   ASSERT_EQ(ibv_query_device_ex(ctx_[0], nullptr, &dx), 0);
   EXPECT_EQ(dx.orig_attr.max_cqe, d.max_cqe);
   EXPECT_NE(dx.completion_timestamp_mask, 0u);
-  // Per-QP rate limits (IBV_QP_RATE_LIMIT, kb/s) for RC and UC QPs.
+  // Per-QP rate limits (IBV_QP_RATE_LIMIT, kb/s) for RC, UC and UD QPs.
   EXPECT_EQ(dx.packet_pacing_caps.qp_rate_limit_min, 1000u);
   EXPECT_EQ(dx.packet_pacing_caps.qp_rate_limit_max, 400'000'000u);
-  EXPECT_EQ(dx.packet_pacing_caps.supported_qpts, (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC));
+  EXPECT_EQ(dx.packet_pacing_caps.supported_qpts,
+            (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC) | (1u << IBV_QPT_UD));
 
   ibv_port_attr p{};
   ASSERT_EQ(ibv_query_port(ctx_[0], 1, &p), 0);
