@@ -3,7 +3,8 @@
 // are counted. What it measures is the stack's own cost (requester + responder + completer,
 // parse, build, ICRC), with no NIC and no copy on the wire.
 //
-//   engine_bench                                  Google Benchmark: 64 B and 64 KiB WRITE
+//   engine_bench                                  Google Benchmark: 64 B .. 64 KiB WRITE, 4 KiB
+//                                                 WRITEs over 1, 256 and 1,024 QPs, ping-pong
 //   engine_bench --fixed OPS SIZE [MTU]           fixed work for callgrind, prints packets
 //     valgrind --tool=callgrind engine_bench --fixed 20000 64
 //   engine_bench --pingpong ITERS SIZE            send_lat's exchange, for callgrind
@@ -274,6 +275,24 @@ void BM_EngineWrite(benchmark::State& state) {
       static_cast<double>(p.pa.packets + p.pb.packets) / static_cast<double>(ops);
 }
 BENCHMARK(BM_EngineWrite)->Arg(64)->Arg(4096)->Arg(65536)->Unit(benchmark::kMillisecond);
+
+// 4 KiB WRITEs spread over N QP pairs, against one pair (the baseline, N = 1): with many QPs the
+// port's in-flight budget holds most of them waiting, and what waiting costs shows here.
+void BM_EngineWriteQps(benchmark::State& state) {
+  const uint32_t nqps = static_cast<uint32_t>(state.range(0));
+  Pair p(Mtu::k4096, 4096, nqps);
+  const uint64_t batch = 20000;
+  uint64_t ops = 0;
+  for (auto _ : state) {
+    p.run(batch, 4096);
+    ops += batch;
+  }
+  state.counters["Mops/s"] =
+      benchmark::Counter(static_cast<double>(ops) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["budget_waits/op"] =
+      static_cast<double>(p.a->counters().port_budget_waits) / static_cast<double>(ops);
+}
+BENCHMARK(BM_EngineWriteQps)->Arg(1)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 // The engine's share of send_lat: ns per round trip of an 8-byte SEND answered by a SEND, both
 // ends on this core (two turnarounds, four frames built and parsed).
