@@ -22,7 +22,7 @@ class Pacer {
   void set_rate(double gbps, uint64_t now_ns, uint64_t burst_ns, uint32_t burst_bytes);
   // The same with a burst cap instead of a tolerance (ibv_modify_qp_rate_limit's max_burst_sz):
   // frames of up to pkt_bytes leave at most max_burst_bytes back to back (at least one frame).
-  // Strict, so it absorbs no timer lateness: a wake-up late by more than the slack is lost rate.
+  // Strict, so it absorbs no timer lateness: a late wake-up is rate lost.
   void set_rate_burst(double gbps, uint64_t now_ns, uint32_t max_burst_bytes, uint32_t pkt_bytes);
   // Earliest time >= now_ns at which the next frame may start (== now_ns: send now). The test
   // uses tat's integer ns, so a frame may start up to 1 ns before its exact time; the fraction

@@ -87,6 +87,19 @@ void Engine::repace(Qp& qp) {
   }
 }
 
+// The longest frame carrying data the QP sends (ibv_modify_qp_rate_limit's default
+// typical_pkt_sz): a connected QP's at its path and path MTU; a UD QP's at the port's MTU, with
+// the longer IPv6 headers, since each of its address handles picks its own path.
+uint32_t Engine::largest_data_frame(const Qp& qp) const {
+  using namespace wire;
+  if (qp.type() == QpType::kUd) {
+    return l2l4_header_len(cfg_.vlan, IpFamily::kIpv6) +
+           opcode_info(op::kUdSendOnlyImm).transport_hdr_len() + mtu_bytes(active_mtu_) + kIcrcSize;
+  }
+  return qp.l2l4_.len + opcode_info(op::kRcWriteOnlyImm).transport_hdr_len() +
+         mtu_bytes(qp.attr_.path_mtu) + kIcrcSize;
+}
+
 // attr_.rate_limit changed (ibv_modify_qp with IBV_QP_RATE_LIMIT): pace at it from now on, or
 // stop pacing for it (0). The pacer keeps what it charged, rescaled to the new rate.
 void Engine::cc_set_limit(Qp& qp) {
@@ -94,11 +107,7 @@ void Engine::cc_set_limit(Qp& qp) {
   qp.cc_.limited = kbps != 0;
   const double gbps = static_cast<double>(kbps) / 1e6;
   if (qp.cc_.limited && qp.attr_.max_burst_sz) {
-    const uint32_t pkt =
-        qp.attr_.typical_pkt_sz
-            ? qp.attr_.typical_pkt_sz
-            : qp.l2l4_.len + wire::opcode_info(wire::op::kRcWriteOnlyImm).transport_hdr_len() +
-                  mtu_bytes(qp.attr_.path_mtu) + wire::kIcrcSize;
+    const uint32_t pkt = qp.attr_.typical_pkt_sz ? qp.attr_.typical_pkt_sz : largest_data_frame(qp);
     qp.cc_.limit.set_rate_burst(gbps, now_, qp.attr_.max_burst_sz, pkt);
   } else if (qp.cc_.limited) {
     qp.cc_.limit.set_rate(gbps, now_, cfg_.dcqcn.pacer_burst_ns, cfg_.dcqcn.pacer_burst_bytes);

@@ -343,6 +343,7 @@ class Engine {
   uint64_t cc_tx_time(const Qp& qp) const;
   void repace(Qp& qp);
   void cc_set_limit(Qp& qp);
+  uint32_t largest_data_frame(const Qp& qp) const;
   void cc_on_sent(Qp& qp, uint32_t frame_len) {
     if (paced(qp)) cc_charge(qp, frame_len);
   }

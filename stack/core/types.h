@@ -201,8 +201,8 @@ struct QpAttr {
   uint32_t rate_limit = 0;  // kb/s, 0 = unlimited
   // With kQpRateLimit, ibv_modify_qp_rate_limit's shaping (0 = the defaults): bursts of at most
   // max_burst_sz bytes, for frames of typical_pkt_sz bytes (whole frames, Ethernet header to
-  // ICRC; by default the QP's largest data frame at its path MTU). Plain IBV_QP_RATE_LIMIT
-  // leaves both 0.
+  // ICRC; by default the QP's largest data frame: Engine::largest_data_frame). Plain
+  // IBV_QP_RATE_LIMIT leaves both 0.
   uint32_t max_burst_sz = 0;
   uint16_t typical_pkt_sz = 0;
 };

@@ -685,6 +685,26 @@ TEST(Requester, ARateLimitsBurstCapSetsHowManyFramesLeaveAtOnce) {
   }
 }
 
+// A UD QP's default typical packet is a whole datagram at the port's MTU, with the longer
+// (IPv6) headers since each address handle picks its own path: 62 + 24 (BTH, DETH, ImmDt) +
+// 4096 + 4 = 4186 bytes. A cap of that plus three 82-byte datagrams lets four of them go at
+// once. (Taken from a connected path, which a UD QP has none of, the default was 1,060 bytes and
+// all ten went.)
+TEST(Requester, AUdQpsBurstCapCountsWholeDatagramsByDefault) {
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kNone;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  const uint32_t ah = peer_ah(h);
+  ASSERT_EQ(h.set_rate_limit(10'000, 4186 + 3 * 82), 0);
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(post_ud(h, i, ah, o.qkey), 0);
+  const std::vector<Emitted> out = h.exchange();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].bytes.size(), 82u);
+  EXPECT_EQ(out.size(), 4u);
+}
+
 // Under DCQCN the rate limit caps what the reaction point allows: at line rate (no CNP yet) the
 // limit paces alone, 2 Gb/s here: 16 frames in about 0.27 ms, not at once.
 TEST(Requester, ARateLimitCapsDcqcnsRate) {
