@@ -90,9 +90,19 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err,
   }
   std::random_device rd;
   ec.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
-  // Congestion control (checked by validate() above); ECT marking with DCQCN or ecn = on.
-  if (!cfg.dcqcn_params(&ec.dcqcn, err)) {
+  // Congestion control (checked by validate() above at kLineGbps; here again at the link's
+  // speed, which a NIC may already report); ECT marking with DCQCN or ecn = on.
+  d->line_from_link_ = !d->port_->virtual_device();
+  if (d->line_from_link_) d->line_mbps_ = d->port_->link_speed_mbps();
+  const double line = line_gbps_for(d->port_->virtual_device(), d->line_mbps_);
+  if (!cfg.dcqcn_params(&ec.dcqcn, err, line)) {
     *err = cfg.name + ": " + *err;
+    if (d->line_mbps_) {
+      char why[96];
+      std::snprintf(why, sizeof why, " (line_gbps is the link's %g Gb/s unless cc_params gives it)",
+                    line);
+      *err += why;
+    }
     return nullptr;
   }
   ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;
@@ -211,9 +221,32 @@ void Device::on_failed(void* ctx, const Gid& ip) {
   static_cast<Device*>(ctx)->engine_->on_neighbor_failed(ip);
 }
 
+double Device::line_gbps_for(bool virtual_device, uint32_t link_mbps) {
+  return !virtual_device && link_mbps ? link_mbps / 1000.0 : DeviceConfig::kLineGbps;
+}
+
+void Device::follow_link_speed(uint64_t now_ns) {
+  if (!line_from_link_ || now_ns < next_speed_check_ns_) return;
+  next_speed_check_ns_ = now_ns + 100'000'000;
+  const uint32_t mbps = port_->link_speed_mbps();
+  if (mbps == 0 || mbps == line_mbps_) return;  // down, unknown, or unchanged: keep the rate
+  line_mbps_ = mbps;
+  cc::DcqcnParams p;
+  std::string err;
+  if (!cfg_.dcqcn_params(&p, &err, line_gbps_for(false, mbps))) {
+    // The link came up below a rate cc_params gives (e.g. first_cnp_rate_gbps): open() would
+    // have refused it; now the QPs keep the line rate they have. Once per speed seen.
+    std::fprintf(stderr, "device %s: the link is at %u Mb/s, but %s; DCQCN keeps %g Gb/s\n",
+                 cfg_.name.c_str(), mbps, err.c_str(), engine_->line_rate_gbps());
+    return;
+  }
+  engine_->set_line_rate(p.line_gbps);
+}
+
 uint64_t Device::tick(void* ctx, uint64_t now_ns) {
   auto* d = static_cast<Device*>(ctx);
   if (d->tsc_clock_) d->tsc_clock_->reanchor();  // (every 10 ms at most: it says when)
+  d->follow_link_speed(now_ns);
   const uint64_t next = d->agent_->tick(now_ns);
   // A net_memif peer maps the shared rings when the link comes up (again after a reconnect):
   // fault them in now rather than one page at a time under the first messages.
@@ -247,6 +280,13 @@ void Device::flush_capture() {
 std::string Device::counters_text() {
   return runner_->run([this] {
     std::string s = "device " + cfg_.name + " (" + cfg_.port + ", " + format_mac(mac_) + ")\n";
+    {
+      char line[160];
+      std::snprintf(line, sizeof line, "  link %u Mb/s%s, dcqcn line rate %g Gb/s\n",
+                    port_->link_speed_mbps(), port_->virtual_device() ? " (nominal: a vdev)" : "",
+                    engine_->line_rate_gbps());
+      s += line;
+    }
     s += format_engine_counters(*engine_);
     if (runner_->threaded()) s += format_runner_counters(runner_->stats());
     const PortCounters pc = port_->counters();

@@ -101,6 +101,19 @@ class Device {
   static constexpr uint8_t kLinkNotReady = 0, kLinkPrefaulting = 1, kLinkReady = 2;
   std::atomic<uint8_t> link_ready_{kLinkNotReady};
   mutable std::atomic<bool> link_seen_up_{false};  // see link_lost()
+  // DCQCN's line rate follows the link's speed on a NIC (not a virtual device's nominal one)
+  // unless cc_params gives line_gbps: tick() looks every 100 ms for a speed other than the one
+  // last taken (line_mbps_; 0 while none was known) and hands it to the engine.
+  void follow_link_speed(uint64_t now_ns);
+  bool line_from_link_ = false;
+  uint32_t line_mbps_ = 0;
+  uint64_t next_speed_check_ns_ = 0;
+
+ public:
+  // The line rate DCQCN starts a device's QPs at, given whether its port is a virtual device and
+  // the speed its link reports (0: none): the link's for a NIC, else
+  // DeviceConfig::kLineGbps. cc_params' line_gbps overrides either (DeviceConfig::dcqcn_params).
+  static double line_gbps_for(bool virtual_device, uint32_t link_mbps);
 };
 
 }  // namespace roce::dpdk

@@ -342,6 +342,8 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
   port->device_ = info.device;
   port->driver_ = info.driver_name ? info.driver_name : "";
   port->shares_peer_memory_ = port->driver_ == "net_memif";
+  const rte_bus* bus = info.device ? rte_dev_bus(info.device) : nullptr;
+  port->virtual_device_ = !bus || std::strcmp(rte_bus_name(bus), "vdev") == 0;
   if (!devargs.empty() && !remove_on_close && info.device != nullptr) {
     // A device EAL probed (--vdev, the PCI scan): closing the port releases it for good unless
     // ~DpdkPort removes the device and open() probes it again, as EAL had it.

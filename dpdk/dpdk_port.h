@@ -129,6 +129,10 @@ class DpdkPort final : public PacketIo {
   bool link_up() const;
   // The link's speed in Mb/s as the driver reports it; 0 where it reports none (or unknown).
   uint32_t link_speed_mbps() const;
+  // Whether the device is a virtual one (on EAL's vdev bus: net_af_packet, net_memif, net_ring
+  // ...), whose link speed is nominal (net_af_packet says 10 Gb/s whatever the veth carries),
+  // rather than a NIC on a bus (PCI, VMBus, auxiliary) whose speed is the link's.
+  bool virtual_device() const { return virtual_device_; }
   // Whether the driver shares rings and buffers with its peer through memory mapped after the
   // link comes up (net_memif), so that prefault_shared_memory() is worth calling on link-up.
   bool shares_peer_memory() const { return shares_peer_memory_; }
@@ -201,6 +205,7 @@ class DpdkPort final : public PacketIo {
   uint32_t device_mtu_ = 0;
   bool tx_fast_free_ = false;
   bool shares_peer_memory_ = false;
+  bool virtual_device_ = true;
   bool started_ = false;
   bool configured_ = false;
   bool remove_on_close_ = false;

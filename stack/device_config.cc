@@ -371,9 +371,9 @@ bool devices_from_env(std::vector<DeviceConfig>* out, std::string* err) {
   return true;
 }
 
-bool DeviceConfig::dcqcn_params(cc::DcqcnParams* out, std::string* err) const {
-  *out = cc_profile == "connectx" ? cc::DcqcnParams::connectx(kLineGbps)
-                                  : cc::DcqcnParams::paper(kLineGbps);
+bool DeviceConfig::dcqcn_params(cc::DcqcnParams* out, std::string* err, double line_gbps) const {
+  *out = cc_profile == "connectx" ? cc::DcqcnParams::connectx(line_gbps)
+                                  : cc::DcqcnParams::paper(line_gbps);
   if (cc_params.empty() || out->parse(cc_params, err)) return true;
   *err = "cc_params: " + *err;
   return false;

@@ -67,10 +67,12 @@ struct DeviceConfig {
 
   // The RoCEv2 GID table this configuration yields (index 0: link-local, 1: first IPv4, ...).
   std::vector<Gid> gid_table(const Mac& mac) const;
-  // The DCQCN parameters of the device's QPs: cc_profile at kLineGbps, then cc_params. False and
-  // *err ("cc_params: dcqcn: ...") if the overrides are bad.
-  bool dcqcn_params(cc::DcqcnParams* out, std::string* err) const;
-  // The line rate DCQCN assumes: DPDK virtual devices report no speed that could be trusted.
+  // The DCQCN parameters of the device's QPs: cc_profile at `line_gbps` (the link's speed where
+  // the device knows it), then cc_params, whose line_gbps wins. False and *err ("cc_params:
+  // dcqcn: ...") if the overrides are bad, or do not fit under that line rate.
+  bool dcqcn_params(cc::DcqcnParams* out, std::string* err, double line_gbps = kLineGbps) const;
+  // The line rate DCQCN assumes where the link's speed is unknown: DPDK virtual devices report
+  // none, or a nominal one that could not be trusted.
   static constexpr double kLineGbps = 100;
 };
 

@@ -281,6 +281,12 @@ bool DcqcnParams::validate(std::string* err) const {
   return true;
 }
 
+void DcqcnParams::set_line_rate(double gbps) {
+  line_gbps = gbps;
+  min_rate_gbps = std::min(min_rate_gbps, gbps);
+  first_cnp_rate_gbps = std::min(first_cnp_rate_gbps, gbps);
+}
+
 std::string DcqcnParams::to_string() const {
   std::string s;
   for (const Field& f : kFields) {
@@ -442,6 +448,19 @@ void DcqcnRp::increase_event(Source source) {
     rc_ = rt_ = p_.line_gbps;
     recovering_ = false;
     byte_acc_ = 0;
+  }
+  rate_changed();
+}
+
+void DcqcnRp::set_line_rate(double gbps, uint64_t now_ns) {
+  advance(now_ns);
+  p_.set_line_rate(gbps);
+  if (!recovering_ || rc_ >= gbps * (1 - 1e-12)) {
+    rc_ = rt_ = gbps;
+    recovering_ = false;
+    byte_acc_ = 0;
+  } else {
+    rt_ = std::min(rt_, gbps);
   }
   rate_changed();
 }

@@ -79,6 +79,9 @@ struct DcqcnParams {
   bool parse(const std::string& spec, std::string* err);
   // Range checks (e.g. 0 < g <= 1, 0 < min_rate <= line). One line in *err on failure.
   bool validate(std::string* err) const;
+  // Moves the line rate to `gbps` (> 0, finite), lowering min_rate and first_cnp_rate to it
+  // where they are above it, as the profiles do for a slow line: the result still validates.
+  void set_line_rate(double gbps);
   // Every field as "key=value,..."; parse(to_string()) reproduces the same parameters.
   std::string to_string() const;
 };
@@ -124,6 +127,12 @@ class DcqcnRp {
   // is exactly Rc. Idle time earns at most the burst tolerance of credit.
   uint64_t tx_time(uint64_t now_ns) const;
   void on_sent(uint32_t frame_bytes, uint64_t now_ns);
+
+  // The port's line rate changed (a link that came up at, or renegotiated to, another speed):
+  // DcqcnParams::set_line_rate on the RP's copy. A QP at line rate moves to the new one; one
+  // that is recovering keeps Rc and Rt where they are below the new line rate and is cut to it
+  // where they are above, and is back at line rate (recovery over) once Rc reaches it.
+  void set_line_rate(double gbps, uint64_t now_ns);
 
   double rate_gbps() const { return rc_; }               // Rc
   double target_gbps() const { return rt_; }             // Rt

@@ -3,6 +3,7 @@
 // CNPs (RoCEv2 annex A17.9), the reaction point cutting and recovering the QP's rate, and
 // pacing through the timer wheel -- a paced QP leaves the schedule and a timer puts it back.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "stack/core/engine.h"
@@ -84,6 +85,17 @@ void Engine::repace(Qp& qp) {
     schedule_resp(qp);
   } else {
     timers_.arm(qp.cc_.pace, t);
+  }
+}
+
+void Engine::set_line_rate(double gbps) {
+  if (!(gbps > 0) || !std::isfinite(gbps) || gbps == cfg_.dcqcn.line_gbps) return;
+  cfg_.dcqcn.set_line_rate(gbps);
+  for (const auto& q : qps_) {
+    if (!q || q->cc_.kind != CcKind::kDcqcn) continue;
+    if (q->state() == QpState::kReset || q->state() == QpState::kInit) continue;  // no RP yet
+    q->cc_.rp.set_line_rate(gbps, now_);
+    cc_timer(*q);  // recovery may be over; the pacer's rate moved
   }
 }
 

@@ -211,6 +211,11 @@ class Engine {
   void on_neighbor_resolved(const Gid& ip);
   void on_neighbor_failed(const Gid& ip);
   uint64_t now_ns() const { return now_; }
+  // DCQCN's line rate (EngineConfig::dcqcn.line_gbps) moves to `gbps` (> 0; others are ignored):
+  // the port's link came up at, or moved to, another speed. QPs reaching RTR from now on start
+  // at it, and DCQCN QPs already there move to it (cc::DcqcnRp::set_line_rate). Owning thread.
+  void set_line_rate(double gbps);
+  double line_rate_gbps() const { return cfg_.dcqcn.line_gbps; }
 
  private:
   friend class EngineTestPeer;

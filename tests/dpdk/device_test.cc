@@ -260,6 +260,33 @@ TEST(DeviceCounters, WrittenToTheConfiguredFileWhenTheDeviceCloses) {
   }
 }
 
+// DCQCN's line rate is a NIC's link speed, but not a virtual device's nominal one (net_null says
+// 10 Gb/s), which keeps DeviceConfig::kLineGbps; cc_params' line_gbps wins over both. (No NIC
+// here: line_gbps_for is what a NIC's open and the engine's timer take the link's rate from.)
+TEST(DeviceLineRate, TheLinksSpeedOnANicNotAVirtualDevicesNominalOne) {
+  EXPECT_EQ(Device::line_gbps_for(false, 25'000), 25);
+  EXPECT_EQ(Device::line_gbps_for(false, 0), DeviceConfig::kLineGbps);  // down or unknown
+  EXPECT_EQ(Device::line_gbps_for(true, 10'000), DeviceConfig::kLineGbps);
+  for (const char* extra : {"", "; cc_params=line_gbps=40"}) {
+    SCOPED_TRACE(extra);
+    DeviceConfig cfg;
+    std::string err;
+    ASSERT_TRUE(parse_device_string(
+        std::string("port=net_null40; ipv4=192.0.2.1/24; cc=dcqcn") + extra, &cfg, &err))
+        << err;
+    std::unique_ptr<Device> d = Device::open(cfg, &err);
+    ASSERT_TRUE(d) << err;
+    const double want = *extra ? 40 : DeviceConfig::kLineGbps;
+    EXPECT_EQ(d->link_speed_mbps(), 10'000u);
+    EXPECT_EQ(d->runner().run([&] { return d->engine().line_rate_gbps(); }), want);
+    const std::string text = d->counters_text();
+    EXPECT_NE(text.find("link 10000 Mb/s (nominal: a vdev), dcqcn line rate " +
+                        std::string(*extra ? "40" : "100") + " Gb/s\n"),
+              std::string::npos)
+        << text;
+  }
+}
+
 // counters=- means standard error: the counters appear there when the device closes (and no
 // file named "-" is made).
 TEST(DeviceCounters, ADashMeansStandardError) {

@@ -722,6 +722,51 @@ TEST(Requester, ARateLimitCapsDcqcnsRate) {
   EXPECT_EQ(out.size() + in_100us.size() + later.size(), 16u);
 }
 
+// The port's line rate (Engine::set_line_rate: the device saw its NIC's link speed) is where a
+// DCQCN QP's rate starts and stops: a QP already running moves to it, and one connected later
+// starts at it. 2 Gb/s here: a 64 KiB WRITE's 16 frames go in about 0.27 ms, not at once. QPs
+// without DCQCN are not paced by it.
+TEST(Requester, TheLinksLineRatePacesDcqcnQpsRunningAndConnectedLater) {
+  auto paced = [](ProtocolHarness& h) {
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+    const std::vector<Emitted> out = h.exchange();
+    EXPECT_LE(out.size(), 2u);
+    const std::vector<Emitted> in_100us = h.advance(100'000);
+    EXPECT_LE(out.size() + in_100us.size(), 2u + 7u);  // 100 us / 16.7 us, and the tolerance
+    const std::vector<Emitted> later = h.advance(1'000'000);
+    EXPECT_EQ(out.size() + in_100us.size() + later.size(), 16u);
+  };
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kDcqcn;
+  {
+    SCOPED_TRACE("running");
+    ProtocolHarness h(o);
+    EXPECT_EQ(h.engine().line_rate_gbps(), 100);
+    h.engine().set_line_rate(2);
+    EXPECT_EQ(h.engine().line_rate_gbps(), 2);
+    paced(h);
+  }
+  {
+    SCOPED_TRACE("connected later");
+    ProtocolHarness h(o);
+    h.engine().set_line_rate(2);
+    QpAttr a;
+    a.qp_state = QpState::kReset;
+    ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
+    h.connect();
+    paced(h);
+  }
+  {
+    SCOPED_TRACE("no DCQCN");
+    o.cc = CcKind::kNone;
+    ProtocolHarness h(o);
+    h.engine().set_line_rate(2);
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 64 * 1024), 0);
+    EXPECT_EQ(h.exchange().size(), 16u);
+  }
+}
+
 // SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
 // UD and UC QPs kept sending every WQE posted while in SQD.
 TEST(Requester, UdAndUcStartNothingNewInSqd) {

@@ -571,6 +571,68 @@ TEST(DcqcnRp, RecoveryToLineRateStopsTimerAndByteCounter) {
   EXPECT_EQ(rp.counters().byte_events, byte_events);
 }
 
+// --- The line rate moving under a running RP (a NIC's link came up at its speed) --------------
+
+TEST(DcqcnParams, SetLineRateLowersWhatWouldBeAboveIt) {
+  DcqcnParams p = Paper("first_cnp_rate_gbps=40");
+  p.set_line_rate(25);
+  EXPECT_EQ(p.line_gbps, 25);
+  EXPECT_EQ(p.min_rate_gbps, 0.1);
+  EXPECT_EQ(p.first_cnp_rate_gbps, 25);
+  std::string err;
+  EXPECT_TRUE(p.validate(&err)) << err;
+  p.set_line_rate(0.01);  // a 10 Mb/s link: below the paper's 100 Mb/s floor
+  EXPECT_EQ(p.min_rate_gbps, 0.01);
+  EXPECT_TRUE(p.validate(&err)) << err;
+  p.set_line_rate(400);  // up again: nothing else moves
+  EXPECT_EQ(p.min_rate_gbps, 0.01);
+  EXPECT_EQ(p.first_cnp_rate_gbps, 0.01);
+  EXPECT_TRUE(p.validate(&err)) << err;
+}
+
+TEST(DcqcnRp, AtLineRateItMovesToTheNewLineRateAndCutsFromThere) {
+  DcqcnRp rp;
+  rp.init(Paper(), 0);
+  rp.set_line_rate(25, 1 * kUs);
+  EXPECT_EQ(rp.rate_gbps(), 25);
+  EXPECT_EQ(rp.target_gbps(), 25);
+  EXPECT_FALSE(rp.recovering());
+  EXPECT_EQ(rp.params().line_gbps, 25);
+  EXPECT_EQ(rp.tx_time(2 * kUs), 2 * kUs);
+  // 4000-byte frames at 25 Gb/s take 1,280 ns each; the burst is 8192 bytes' time (2,621.44
+  // ns), so the third waits 3 x 1,280 - 2,621.44 ns (at 100 Gb/s it would not wait at all).
+  for (int i = 0; i < 3; ++i) rp.on_sent(4000, 2 * kUs);
+  EXPECT_NEAR(static_cast<double>(rp.tx_time(2 * kUs)), 2000 + 3840 - 2621.44, 1);
+  rp.on_cnp(3 * kUs);
+  EXPECT_EQ(rp.rate_gbps(), 12.5);  // 25 (1 - 1/2), not 50: the cut starts from the link's rate
+  rp.set_line_rate(100, 4 * kUs);   // while recovering, a faster link changes neither rate
+  EXPECT_EQ(rp.rate_gbps(), 12.5);
+  EXPECT_EQ(rp.target_gbps(), 25);
+  EXPECT_TRUE(rp.recovering());
+  int events = 0;  // and recovery now climbs on to the new line rate
+  while (rp.next_timer_ns() != DcqcnRp::kNoTimer) {
+    rp.on_timer(rp.next_timer_ns());
+    ASSERT_LT(++events, 100000);
+  }
+  EXPECT_EQ(rp.rate_gbps(), 100);
+  EXPECT_FALSE(rp.recovering());
+}
+
+TEST(DcqcnRp, WhileRecoveringASlowerLinkCutsWhatIsAboveIt) {
+  DcqcnRp rp;
+  rp.init(Paper(), 0);
+  rp.on_cnp(0);  // Rc 50, Rt 100
+  rp.set_line_rate(80, 1 * kUs);
+  EXPECT_EQ(rp.rate_gbps(), 50);
+  EXPECT_EQ(rp.target_gbps(), 80);
+  EXPECT_TRUE(rp.recovering());
+  rp.set_line_rate(40, 2 * kUs);  // Rc above the line: at the line, recovery over
+  EXPECT_EQ(rp.rate_gbps(), 40);
+  EXPECT_EQ(rp.target_gbps(), 40);
+  EXPECT_FALSE(rp.recovering());
+  EXPECT_EQ(rp.next_timer_ns(), DcqcnRp::kNoTimer);
+}
+
 // --- Pacer ------------------------------------------------------------------------------------
 
 // Sends `frames` frames of `bytes` as soon as the pacer allows, the engine waking exactly at

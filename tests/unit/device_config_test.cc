@@ -157,6 +157,25 @@ TEST(DeviceConfig, DcqcnOverridesAreCheckedWithTheConfiguration) {
   EXPECT_EQ(p.rai_gbps, 0.01);
 }
 
+// DCQCN's line rate: the link's speed where the device knows it (the caller passes it), unless
+// cc_params gives line_gbps; overrides that do not fit under the link's rate are refused.
+TEST(DeviceConfig, DcqcnLineRateIsTheLinksUnlessCcParamsGivesIt) {
+  DeviceConfig c;
+  std::string err;
+  cc::DcqcnParams p;
+  ASSERT_TRUE(c.dcqcn_params(&p, &err)) << err;
+  EXPECT_EQ(p.line_gbps, DeviceConfig::kLineGbps);
+  ASSERT_TRUE(c.dcqcn_params(&p, &err, 25)) << err;
+  EXPECT_EQ(p.line_gbps, 25);
+  c.cc_params = "line_gbps=40";
+  ASSERT_TRUE(c.dcqcn_params(&p, &err, 25)) << err;
+  EXPECT_EQ(p.line_gbps, 40);
+  c.cc_params = "first_cnp_rate_gbps=50";
+  ASSERT_TRUE(c.dcqcn_params(&p, &err)) << err;
+  EXPECT_FALSE(c.dcqcn_params(&p, &err, 25));
+  EXPECT_EQ(err.rfind("cc_params: dcqcn: first_cnp_rate_gbps=50 out of range", 0), 0u) << err;
+}
+
 // A section header is "[device]" or "[device NAME]": "[devicefoo]" is not a device "foo".
 TEST(DeviceConfig, ASectionHeaderIsDeviceThenItsName) {
   for (const char* text :
