@@ -38,6 +38,9 @@ struct Channel {
   bool tried = false;
   bool ready = false;
   int fd = -1;
+  // Registered for the life of the process: EAL's list of callbacks holds it, and EAL's
+  // clean-up frees that list but not the handle, which stays reachable from here.
+  rte_intr_handle* handle = nullptr;
   // The request the callback takes. A caller that gives up takes it back with a CAS; if the
   // callback got there first, fn is running and the caller waits for it.
   std::atomic<Request*> slot{nullptr};
@@ -71,6 +74,7 @@ bool open_channel(Channel& c) {
       rte_intr_type_set(handle, RTE_INTR_HANDLE_EXT) == 0 &&
       rte_intr_callback_register(handle, on_channel_event, &c) == 0) {
     c.ready = true;  // the handle stays registered (and allocated) for the life of the process
+    c.handle = handle;
     return true;
   }
   if (handle != nullptr) rte_intr_instance_free(handle);

@@ -23,11 +23,12 @@ constexpr uint32_t kBatch = 16;  // work requests converted per post_send_list c
 // Fills `out` from `wr` for `qp`; 0 or EINVAL (a UD address handle missing or of another
 // protection domain than the QP's, as rdmavt refuses it).
 int to_send_wr(const ibv_send_wr* wr, const ibv_qp* qp, SendWr* out) {
-  if (wr->num_sge < 0 || static_cast<uint32_t>(wr->opcode) > IBV_WR_SEND_WITH_INV) return EINVAL;
+  const uint32_t opcode = enum_bits(wr->opcode);
+  if (wr->num_sge < 0 || opcode > IBV_WR_SEND_WITH_INV) return EINVAL;
   out->wr_id = wr->wr_id;
   out->sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
   out->num_sge = static_cast<uint32_t>(wr->num_sge);
-  out->opcode = static_cast<WrOpcode>(wr->opcode);
+  out->opcode = static_cast<WrOpcode>(opcode);
   // FENCE, SIGNALED, SOLICITED, INLINE; IP_CSUM concerns raw packet QPs only.
   out->send_flags = static_cast<uint8_t>(wr->send_flags & 0xF);
   out->imm_data = wr->imm_data;  // or invalidate_rkey: the same 32 bits
@@ -39,7 +40,7 @@ int to_send_wr(const ibv_send_wr* wr, const ibv_qp* qp, SendWr* out) {
     out->remote_addr = 0;
     out->rkey = 0;
     out->compare_add = out->swap = 0;
-  } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+  } else if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     out->remote_addr = wr->wr.atomic.remote_addr;
     out->rkey = wr->wr.atomic.rkey;
     out->compare_add = wr->wr.atomic.compare_add;

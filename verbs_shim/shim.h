@@ -46,10 +46,12 @@ int ibv_dofork_range(void* base, size_t size);
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -235,6 +237,17 @@ struct ShimQp {
   WrBatch batch;
   uint32_t async_events_delivered = 0;  // under qp.mutex
 };
+
+// The bits of an enum field a C program filled in: any int may arrive there (a bad opcode, a
+// state out of range), and in C++ loading a value outside the enum's range is undefined, so the
+// shim checks the raw value before it converts it.
+template <typename E>
+inline uint32_t enum_bits(const E& field) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(uint32_t));
+  uint32_t v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
 
 inline ShimContext* to_ctx(ibv_context* c) {
   return reinterpret_cast<ShimContext*>(verbs_get_ctx(c));

@@ -143,14 +143,18 @@ bool wait_link(const Port& p, uint64_t deadline) {
   return true;
 }
 
-Payload* payload_of(rte_mbuf* m) {
-  return rte_pktmbuf_mtod_offset(m, Payload*, sizeof(rte_ether_hdr));
+// The payload follows the 14-byte Ethernet header, so it is not aligned for its 8-byte field:
+// copied in and out, never accessed in place.
+Payload payload_of(rte_mbuf* m) {
+  Payload p;
+  std::memcpy(&p, rte_pktmbuf_mtod_offset(m, const char*, sizeof(rte_ether_hdr)), sizeof p);
+  return p;
 }
 
 bool is_ours(rte_mbuf* m) {
   if (rte_pktmbuf_data_len(m) < sizeof(rte_ether_hdr) + sizeof(Payload)) return false;
   const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
-  return eth->ether_type == rte_cpu_to_be_16(kEtherType) && payload_of(m)->magic == kMagic;
+  return eth->ether_type == rte_cpu_to_be_16(kEtherType) && payload_of(m).magic == kMagic;
 }
 
 rte_mbuf* make_frame(const Port& p, uint32_t size, uint64_t seq, bool stop) {
@@ -164,7 +168,8 @@ rte_mbuf* make_frame(const Port& p, uint32_t size, uint64_t seq, bool stop) {
   eth->dst_addr = dst;
   eth->src_addr = src;
   eth->ether_type = rte_cpu_to_be_16(kEtherType);
-  *payload_of(m) = Payload{kMagic, stop ? 1u : 0u, seq};
+  const Payload pl{kMagic, stop ? 1u : 0u, seq};
+  std::memcpy(d + sizeof(rte_ether_hdr), &pl, sizeof pl);
   return m;
 }
 
@@ -216,8 +221,8 @@ int run_pong(Port& p, uint64_t timeout_ns, bool split) {
       }
       auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
       std::swap(eth->dst_addr, eth->src_addr);
-      if (payload_of(m)->stop) stop = true;
-      if (split && payload_of(m)->seq == ~uint64_t{0}) {
+      if (payload_of(m).stop) stop = true;
+      if (split && payload_of(m).seq == ~uint64_t{0}) {
         companions[k - timed] = m;
       } else {
         bufs[timed++] = m;
@@ -292,7 +297,7 @@ int run_ping(Port& p, uint64_t iters, uint64_t warmup, uint32_t size, uint16_t f
       const uint16_t n = rte_eth_rx_burst(p.id, 0, bufs, kBurst);
       if (n) t1 = now_ns();
       for (uint16_t i = 0; i < n; ++i) {
-        if (is_ours(bufs[i]) && payload_of(bufs[i])->seq == seq) got = true;
+        if (is_ours(bufs[i]) && payload_of(bufs[i]).seq == seq) got = true;
         rte_pktmbuf_free(bufs[i]);
       }
       if (!got && (++polls & 0xFFF) == 0 &&

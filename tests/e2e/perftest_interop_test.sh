@@ -19,7 +19,12 @@ require_netns
 testbed_up 2
 dev1=$(device 1 af_packet)
 dev2=$(device 2 af_packet)
-lib="LD_LIBRARY_PATH=$STUBS:$SHIM"
+lib=("LD_LIBRARY_PATH=$STUBS:$SHIM")
+# A shim built with the sanitizers: their runtimes first in Debian's binaries (whose own leaks
+# are not ours to report).
+if [[ -n ${ROCE_SANITIZER_PRELOAD:-} ]]; then
+  lib+=("LD_PRELOAD=$ROCE_SANITIZER_PRELOAD" "ASAN_OPTIONS=detect_leaks=0")
+fi
 
 # interop ps|rs TEST ARGS...: ps = perftest server + roce-perf client; rs = the other way.
 interop() {
@@ -29,7 +34,7 @@ interop() {
   local sd=${IOP_SERVER_DIR:-$PWD} cd=${IOP_CLIENT_DIR:-$PWD}  # each side's working directory
   log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") $*"
   if [[ $mode == ps ]]; then
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env -C "$sd" "$lib" ROCE_DEVICE="$dev1" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env -C "$sd" "${lib[@]}" ROCE_DEVICE="$dev1" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
@@ -46,7 +51,7 @@ interop() {
       for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
     fi
     sleep 0.2
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "$lib" ROCE_DEVICE="$dev2" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
   fi
   wait "$s" || src=$?
@@ -233,7 +238,7 @@ output_case() {
   local name="out-$mode-$t-$(tr -d ' -=' <<<"$*")" s src=0 crc=0 side
   log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") $*"
   if [[ $mode == ps ]]; then
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}1" env "${lib[@]}" ROCE_DEVICE="$dev1" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>"$WORK/$name.server.err" &
     s=$!
     PIDS+=("$s")
@@ -246,7 +251,7 @@ output_case() {
     s=$!
     PIDS+=("$s")
     sleep 1  # no banner to wait for: --output prints none
-    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+    timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" \
       2>"$WORK/$name.client.err" || crc=$?
   fi
@@ -293,7 +298,7 @@ infinite_case() {
   local mode=$1 t=$2 name="inf-$1-$2" s side n
   log "$name: $([[ $mode == ps ]] && echo "ib_$t server, roce-perf client" || echo "roce-perf server, ib_$t client") --run_infinitely -D 1"
   if [[ $mode == ps ]]; then
-    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" env "$lib" ROCE_DEVICE="$dev1" \
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" env "${lib[@]}" ROCE_DEVICE="$dev1" \
       "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 >"$WORK/$name.server.out" 2>&1 &
     s=$!
     sleep 1
@@ -304,7 +309,7 @@ infinite_case() {
       --device "$dev1" >"$WORK/$name.server.out" 2>&1 &
     s=$!
     sleep 1
-    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" env "$lib" ROCE_DEVICE="$dev2" \
+    timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" env "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 10.78.0.1 >"$WORK/$name.client.out" 2>&1 &
   fi
   local c=$!
