@@ -35,11 +35,26 @@ void from_ah_attr(const AhAttr& a, ibv_ah_attr* out) {
 
 namespace {
 
-QpAttr to_qp_attr(const ibv_qp_attr& a, int mask) {
-  QpAttr r;
-  r.qp_state = static_cast<QpState>(a.qp_state);
-  r.cur_qp_state = static_cast<QpState>(a.cur_qp_state);
-  r.path_mtu = static_cast<Mtu>(a.path_mtu);
+// False if a field the mask names holds a value no state or MTU has (an int from C: 0x101 was
+// taken as INIT when cut to the engine's 8 bits). Fields the mask does not name are not read:
+// a program need not set them.
+bool to_qp_attr(const ibv_qp_attr& a, int mask, QpAttr* out) {
+  QpAttr& r = *out;
+  if (mask & IBV_QP_STATE) {
+    const uint32_t v = enum_bits(a.qp_state);
+    if (v > static_cast<uint32_t>(QpState::kErr)) return false;
+    r.qp_state = static_cast<QpState>(v);
+  }
+  if (mask & IBV_QP_CUR_STATE) {
+    const uint32_t v = enum_bits(a.cur_qp_state);
+    if (v > static_cast<uint32_t>(QpState::kErr)) return false;
+    r.cur_qp_state = static_cast<QpState>(v);
+  }
+  if (mask & IBV_QP_PATH_MTU) {
+    const uint32_t v = enum_bits(a.path_mtu);
+    if (v > 0xff || !mtu_valid(static_cast<uint8_t>(v))) return false;
+    r.path_mtu = static_cast<Mtu>(v);
+  }
   r.qkey = a.qkey;
   r.rq_psn = a.rq_psn;
   r.sq_psn = a.sq_psn;
@@ -59,7 +74,7 @@ QpAttr to_qp_attr(const ibv_qp_attr& a, int mask) {
   r.retry_cnt = a.retry_cnt;
   r.rnr_retry = a.rnr_retry;
   r.rate_limit = a.rate_limit;
-  return r;
+  return true;
 }
 
 void from_qp_attr(const QpAttr& a, ibv_qp_attr* out) {
@@ -114,7 +129,8 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;  // LOCAL_INV, BIND_MW, TSO, ATOMIC_WRITE: no memory windows here
     return nullptr;
   }
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+  const uint32_t qp_type = enum_bits(attr->qp_type);
+  if (qp_type != IBV_QPT_RC && qp_type != IBV_QPT_UC && qp_type != IBV_QPT_UD) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -269,7 +285,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   return guard_errno([&] {
     if (!qp || !attr) return EINVAL;
     ShimQp* q = to_qp(qp);
-    const QpAttr a = to_qp_attr(*attr, attr_mask);
+    QpAttr a;
+    if (!to_qp_attr(*attr, attr_mask, &a)) return EINVAL;
     const int rc = on_engine(q->ctx, [&] {
       return q->ctx->engine->modify_qp(q->q, a, static_cast<uint32_t>(attr_mask));
     });

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "verbs_fixture.h"
 #include "verbs_shim/port_rate.h"
 
@@ -108,6 +110,14 @@ TEST_F(VerbsTest, CreateQpReportsGrantedCapabilities) {
   EXPECT_NE(errno, 0);
 }
 
+// Puts `v` into an enum field of a verbs struct as a C program may (in C++ a value outside the
+// enum's range may not be formed as one).
+template <typename E>
+void set_raw(E* field, uint32_t v) {
+  static_assert(sizeof(E) == sizeof v);
+  std::memcpy(field, &v, sizeof v);
+}
+
 TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
   Side a, b;
   make_side(a, 0);
@@ -132,6 +142,13 @@ TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
             EINVAL);
   EXPECT_EQ(state_of(a.qp), IBV_QPS_RESET);
   attr.port_num = 1;
+  // A state no QP has, whose low 8 bits are INIT's: C lets any int into the field.
+  set_raw(&attr.qp_state, 0x101);
+  EXPECT_EQ(ibv_modify_qp(a.qp, &attr,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            EINVAL);
+  EXPECT_EQ(state_of(a.qp), IBV_QPS_RESET);
+  attr.qp_state = IBV_QPS_INIT;
   ASSERT_EQ(ibv_modify_qp(a.qp, &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
             0);
@@ -142,8 +159,12 @@ TEST_F(VerbsTest, InvalidTransitionsAndMasksChangeNothing) {
   EXPECT_EQ(ibv_modify_qp(a.qp, &attr, kRtrMask & ~IBV_QP_DEST_QPN), EINVAL);
   attr.path_mtu = static_cast<ibv_mtu>(6);
   EXPECT_EQ(ibv_modify_qp(a.qp, &attr, kRtrMask), EINVAL);
+  set_raw(&attr.path_mtu, 0x103);  // 1024's code in its low 8 bits
+  EXPECT_EQ(ibv_modify_qp(a.qp, &attr, kRtrMask), EINVAL);
   attr = rtr_attr(b.qp, b.ctx, 1);
   attr.cur_qp_state = IBV_QPS_RTS;
+  EXPECT_EQ(ibv_modify_qp(a.qp, &attr, kRtrMask | IBV_QP_CUR_STATE), EINVAL);
+  set_raw(&attr.cur_qp_state, 0x101);  // INIT's, the QP's state, in its low 8 bits
   EXPECT_EQ(ibv_modify_qp(a.qp, &attr, kRtrMask | IBV_QP_CUR_STATE), EINVAL);
   attr = rtr_attr(b.qp, b.ctx, 1);
   attr.ah_attr.grh.sgid_index = 7;
