@@ -35,20 +35,21 @@ void from_ah_attr(const AhAttr& a, ibv_ah_attr* out) {
 
 namespace {
 
-// False if a field the mask names holds a value no state or MTU has (an int from C: 0x101 was
-// taken as INIT when cut to the engine's 8 bits). Fields the mask does not name are not read:
-// a program need not set them.
+// A QP state from the raw bits of an ibv_qp_state field; false for a value no state has.
+bool to_state(uint32_t v, QpState* out) {
+  if (v > static_cast<uint32_t>(QpState::kErr)) return false;
+  *out = static_cast<QpState>(v);
+  return true;
+}
+
+// False if an enum field the mask names holds a value no state or MTU has (an int from C: 0x101
+// was taken as INIT when cut to the engine's 8 bits). Enum fields the mask does not name are not
+// read: a program need not set them.
 bool to_qp_attr(const ibv_qp_attr& a, int mask, QpAttr* out) {
   QpAttr& r = *out;
-  if (mask & IBV_QP_STATE) {
-    const uint32_t v = enum_bits(a.qp_state);
-    if (v > static_cast<uint32_t>(QpState::kErr)) return false;
-    r.qp_state = static_cast<QpState>(v);
-  }
-  if (mask & IBV_QP_CUR_STATE) {
-    const uint32_t v = enum_bits(a.cur_qp_state);
-    if (v > static_cast<uint32_t>(QpState::kErr)) return false;
-    r.cur_qp_state = static_cast<QpState>(v);
+  if ((mask & IBV_QP_STATE) && !to_state(enum_bits(a.qp_state), &r.qp_state)) return false;
+  if ((mask & IBV_QP_CUR_STATE) && !to_state(enum_bits(a.cur_qp_state), &r.cur_qp_state)) {
+    return false;
   }
   if (mask & IBV_QP_PATH_MTU) {
     const uint32_t v = enum_bits(a.path_mtu);

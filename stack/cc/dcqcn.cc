@@ -442,26 +442,25 @@ void DcqcnRp::increase_event(Source source) {
   } else {
     ++byte_stage_;
   }
-  // Back at line rate (within rounding: (Rt + Rc)/2 can stall one ulp short of Rt): nothing is
-  // left to recover, so the timer and the byte counter stop until the next cut.
-  if (rc_ >= p_.line_gbps * (1 - 1e-12)) {
-    rc_ = rt_ = p_.line_gbps;
-    recovering_ = false;
-    byte_acc_ = 0;
-  }
+  end_recovery_at_line_rate();
   rate_changed();
+}
+
+// Back at line rate (within rounding: (Rt + Rc)/2 can stall one ulp short of Rt): nothing is
+// left to recover, so the timer and the byte counter stop until the next cut.
+void DcqcnRp::end_recovery_at_line_rate() {
+  if (rc_ < p_.line_gbps * (1 - 1e-12)) return;
+  rc_ = rt_ = p_.line_gbps;
+  recovering_ = false;
+  byte_acc_ = 0;
 }
 
 void DcqcnRp::set_line_rate(double gbps, uint64_t now_ns) {
   advance(now_ns);
   p_.set_line_rate(gbps);
-  if (!recovering_ || rc_ >= gbps * (1 - 1e-12)) {
-    rc_ = rt_ = gbps;
-    recovering_ = false;
-    byte_acc_ = 0;
-  } else {
-    rt_ = std::min(rt_, gbps);
-  }
+  if (!recovering_) rc_ = gbps;  // at line rate: it follows the line
+  rt_ = std::min(rt_, gbps);
+  end_recovery_at_line_rate();
   rate_changed();
 }
 

@@ -149,6 +149,7 @@ class DcqcnRp {
   void decay_alpha_to(uint64_t t_ns);
   void cut(uint64_t t_ns);
   void increase_event(Source source);
+  void end_recovery_at_line_rate();
   void count_bytes(uint64_t bytes);
   void rate_changed();
 

@@ -291,10 +291,6 @@ def cmd_abi(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True, help="directory holding libibverbs.so.1")
-    ap.add_argument("--preload", default="",
-                    help="sanitizer runtimes (':'-separated) to preload into the programs run over "
-                         "a shim built with them; their leak check is off (the programs' leaks "
-                         "are not ours)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("pingpong")
     pp.add_argument("--bin", required=True)
@@ -313,9 +309,12 @@ def main():
     sub.add_parser("abi")
     args = ap.parse_args()
     args.shim = os.path.abspath(args.shim)
-    if args.preload:
-        # Every environment below derives from os.environ, so every program run gets them.
-        os.environ["LD_PRELOAD"] = args.preload
+    preload = os.environ.get("ROCE_SANITIZER_PRELOAD")
+    if preload:
+        # A shim built with the sanitizers (tests/CMakeLists.txt): their runtimes first in the
+        # programs that load it, whose own leaks are not ours. Every environment below derives
+        # from os.environ, so every program run gets them.
+        os.environ["LD_PRELOAD"] = preload
         os.environ["ASAN_OPTIONS"] = "detect_leaks=0"
     if args.cmd != "abi" and os.geteuid() != 0:
         print("SKIP: needs root (network namespaces, veth pairs, raw sockets)")
