@@ -52,4 +52,4 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DROCE_FUZZ=ON -DROCE_FUZZ_SECONDS="${ROCE_FUZZ_SECONDS:-60}" -DROCE_WITH_DPDK=OFF \
   -DROCE_BENCHMARKS=OFF >/dev/null
 ninja -C build-fuzz -j "$jobs" parse_fuzzer engine_fuzzer neighbor_fuzzer config_fuzzer
-(cd build-fuzz && ctest --output-on-failure -L fuzz)
+(cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz)

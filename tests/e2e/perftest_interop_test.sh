@@ -26,6 +26,18 @@ if [[ -n ${ROCE_SANITIZER_PRELOAD:-} ]]; then
   lib+=("LD_PRELOAD=$ROCE_SANITIZER_PRELOAD" "ASAN_OPTIONS=detect_leaks=0")
 fi
 
+# wait_listen: until the server in namespace 1 listens on perftest's port (18515), at most
+# 10 s: a client that does not retry a refused connection (perftest's; roce-perf's without
+# --timeout) starts after it. (roce-perf's client with --timeout retries every 100 ms, so it
+# starts beside the server at once.)
+wait_listen() {
+  for _ in $(seq 200); do
+    ip netns exec "${ROCE_TB_PREFIX}1" ss -Hltn 'sport = :18515' | grep -q . && return 0
+    sleep 0.05
+  done
+  die "the server did not listen on port 18515 within 10 s"
+}
+
 # interop ps|rs TEST ARGS...: ps = perftest server + roce-perf client; rs = the other way.
 interop() {
   local mode=$1 t=$2
@@ -38,7 +50,6 @@ interop() {
       "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
-    sleep 1  # perftest's client does not retry a refused connection; let the server listen
     timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "$PERF" "$t" "$@" \
       --device "$dev2" --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
   else
@@ -46,11 +57,7 @@ interop() {
       --device "$dev1" --timeout 60 >"$WORK/$name.server.out" 2>&1 &
     s=$!
     PIDS+=("$s")
-    # (With --reversed the side that connects is the test's server and prints the banner.)
-    if [[ " $* " != *" --reversed "* ]]; then
-      for _ in $(seq 50); do grep -q "Waiting for client" "$WORK/$name.server.out" && break; sleep 0.1; done
-    fi
-    sleep 0.2
+    wait_listen
     timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env -C "$cd" "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 || crc=$?
   fi
@@ -242,7 +249,6 @@ output_case() {
       "/usr/bin/ib_$t" -d roce0 -F "$@" >"$WORK/$name.server.out" 2>"$WORK/$name.server.err" &
     s=$!
     PIDS+=("$s")
-    sleep 1
     timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" "$@" --device "$dev2" \
       --timeout 60 10.78.0.1 >"$WORK/$name.client.out" 2>"$WORK/$name.client.err" || crc=$?
   else
@@ -250,7 +256,7 @@ output_case() {
       --timeout 60 >"$WORK/$name.server.out" 2>"$WORK/$name.server.err" &
     s=$!
     PIDS+=("$s")
-    sleep 1  # no banner to wait for: --output prints none
+    wait_listen
     timeout -k 5 90 ip netns exec "${ROCE_TB_PREFIX}2" env "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F "$@" 10.78.0.1 >"$WORK/$name.client.out" \
       2>"$WORK/$name.client.err" || crc=$?
@@ -301,14 +307,14 @@ infinite_case() {
     timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" env "${lib[@]}" ROCE_DEVICE="$dev1" \
       "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 >"$WORK/$name.server.out" 2>&1 &
     s=$!
-    sleep 1
+    wait_listen
     timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" "$PERF" "$t" --run_infinitely -D 1 \
       --device "$dev2" 10.78.0.1 >"$WORK/$name.client.out" 2>&1 &
   else
     timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}1" "$PERF" "$t" --run_infinitely -D 1 \
       --device "$dev1" >"$WORK/$name.server.out" 2>&1 &
     s=$!
-    sleep 1
+    wait_listen
     timeout -k 5 30 ip netns exec "${ROCE_TB_PREFIX}2" env "${lib[@]}" ROCE_DEVICE="$dev2" \
       "/usr/bin/ib_$t" -d roce0 -F --run_infinitely -D 1 10.78.0.1 >"$WORK/$name.client.out" 2>&1 &
   fi
