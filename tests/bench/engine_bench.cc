@@ -8,8 +8,9 @@
 //   engine_bench --fixed OPS SIZE [MTU]           fixed work for callgrind, prints packets
 //     valgrind --tool=callgrind engine_bench --fixed 20000 64
 //   engine_bench --pingpong ITERS SIZE            send_lat's exchange, for callgrind
-//   engine_bench --qps N OPS SIZE                 OPS WRITEs spread over N QP pairs (round
-//                                                 robin; each send queue 64 deep), for callgrind
+//   engine_bench --qps N OPS SIZE [BUDGET]        OPS WRITEs spread over N QP pairs (round
+//                                                 robin; each send queue 64 deep), for callgrind;
+//                                                 BUDGET: the port's in-flight PSNs (512; 0: none)
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -98,7 +99,9 @@ struct Pair {
   CompletionQueue* cqb = nullptr;
   bool recvs_posted = false;
 
-  Pair(Mtu mtu, uint32_t mem, uint32_t nqps = 1) : ma(mem, 1), mb(mem, 0) {
+  Pair(Mtu mtu, uint32_t mem, uint32_t nqps = 1,
+       uint32_t budget = EngineConfig{}.port_inflight_psns)
+      : ma(mem, 1), mb(mem, 0) {
     pa.connect(&pb);
     pb.connect(&pa);
     EngineConfig ca, cb;
@@ -109,6 +112,7 @@ struct Pair {
     ca.seed = 1;
     cb.seed = 2;
     ca.max_inflight_psns = cb.max_inflight_psns = 1024;
+    ca.port_inflight_psns = cb.port_inflight_psns = budget;
     a = std::make_unique<Engine>(ca, &pa, &clock);
     b = std::make_unique<Engine>(cb, &pb, &clock);
     a->neighbors().add_static(cb.gids[0], cb.mac);
@@ -335,10 +339,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "engine_bench: --qps takes 1..4000 QP pairs\n");
       return 2;
     }
-    Pair p(Mtu::k4096, std::max<uint32_t>(size, 64), nqps);
+    const uint32_t budget = argc >= 6 ? static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10))
+                                      : EngineConfig{}.port_inflight_psns;
+    Pair p(Mtu::k4096, std::max<uint32_t>(size, 64), nqps, budget);
     const uint64_t packets = p.run(ops, size);
-    std::printf("qps=%u ops=%llu size=%u packets=%llu budget_waits=%llu\n", nqps,
-                static_cast<unsigned long long>(ops), size,
+    std::printf("qps=%u ops=%llu size=%u budget=%u packets=%llu budget_waits=%llu\n", nqps,
+                static_cast<unsigned long long>(ops), size, budget,
                 static_cast<unsigned long long>(packets),
                 static_cast<unsigned long long>(p.a->counters().port_budget_waits));
     return 0;
