@@ -1467,4 +1467,81 @@ TEST(Requester, BadLkeyIsLocalProtectionError) {
   EXPECT_EQ(c[0].status, WcStatus::kLocProtErr);
   EXPECT_EQ(h.qp()->state(), QpState::kErr);
 }
+// A READ or atomic whose local buffer lacks LOCAL_WRITE (the responses would be written into
+// it) fails with a local protection error before its request leaves.
+TEST(Requester, AReadIntoARegionWithoutLocalWriteIsLocalProtectionError) {
+  for (WrOpcode opc : {WrOpcode::kRdmaRead, WrOpcode::kAtomicFetchAndAdd}) {
+    SCOPED_TRACE(opc == WrOpcode::kRdmaRead ? "READ" : "FETCH_ADD");
+    ProtocolHarness::Options o;
+    o.mr_access = kAccessRemoteRead;  // (remote write and atomics need local write: reg_mr)
+    ProtocolHarness h(o);
+    ASSERT_EQ(h.post_send(opc, 1, 0, 8, kSendSignaled, 0x10000, 0x55), 0);
+    EXPECT_TRUE(h.exchange().empty());
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kLocProtErr);
+    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  }
+}
+
+// The local region of a READ or atomic deregistered while its request is out: the response
+// that would land in it completes the work request with a local protection error, and nothing
+// is written.
+TEST(Requester, AResponseForADeregisteredLocalRegionIsLocalProtectionError) {
+  for (WrOpcode opc : {WrOpcode::kRdmaRead, WrOpcode::kAtomicFetchAndAdd}) {
+    SCOPED_TRACE(opc == WrOpcode::kRdmaRead ? "READ" : "FETCH_ADD");
+    ProtocolHarness h;
+    ASSERT_EQ(h.post_send(opc, 1, 0, 8, kSendSignaled, 0x10000, 0x55), 0);
+    ASSERT_EQ(h.exchange().size(), 1u);
+    ASSERT_EQ(h.engine().dereg_mr(h.rkey()), 0);
+    const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    wire::ExtHeaders e = h.aeth(kAck, 1);
+    if (opc == WrOpcode::kRdmaRead) {
+      h.exchange({h.peer_frame(op::kRcReadRespOnly, S0, e, data, 8)});
+    } else {
+      e.atomic_ack.orig.set(0x0102030405060708ull);
+      h.exchange({h.peer_frame(op::kRcAtomicAck, S0, e)});
+    }
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kLocProtErr);
+    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+  }
+}
+
+// A UD datagram longer than the port's MTU cannot leave in one packet: it completes with a
+// local length error and the QP goes to SQE (IBA 10.3.1), as the other local send errors do.
+TEST(Requester, AUdDatagramLongerThanThePortsMtuIsALocalLengthError) {
+  ProtocolHarness::Options o;
+  o.qp_type = QpType::kUd;
+  ProtocolHarness h(o);
+  const uint32_t ah = peer_ah(h);
+  const uint32_t len = mtu_bytes(h.engine().active_mtu()) + 1;
+  Sge s{h.addr(), len, h.rkey()};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kSend;
+  wr.send_flags = kSendSignaled;
+  wr.ah = ah;
+  wr.remote_qpn = 0x33;
+  wr.remote_qkey = o.qkey;
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  EXPECT_TRUE(h.exchange().empty());
+  auto c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(h.qp()->state(), QpState::kSqe);
+  // One MTU exactly leaves.
+  ASSERT_EQ(h.engine().modify_qp(h.qp(), QpAttr{.qp_state = QpState::kRts}, kQpState), 0);
+  s.length = len - 1;
+  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  EXPECT_EQ(h.exchange().size(), 1u);
+  c = h.completions();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
 }  // namespace

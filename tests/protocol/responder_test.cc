@@ -1225,4 +1225,114 @@ TEST(Responder, UdDatagramToAnotherAddressIsDropped) {
     EXPECT_EQ(h.mem()[40], 8);
   }
 }
+// --- what a region's keys allow once a message is under way (paths the other tests leave) ---
+
+// The range a WRITE's FIRST packet names bounds every packet after it: a MIDDLE or LAST that
+// carries more than is left of it is an invalid request, and none of its bytes lands, inside
+// the region or past the range.
+TEST(Responder, AWritePacketPastTheFirstPacketsRangeIsInvalidRequest) {
+  for (uint8_t next : {op::kRcWriteMiddle, op::kRcWriteLast}) {
+    SCOPED_TRACE(next == op::kRcWriteMiddle ? "MIDDLE" : "LAST");
+    ProtocolHarness h;
+    const uint32_t m = h.mtu();
+    std::vector<uint8_t> data(2 * m, 0x5C);
+    auto out = h.exchange({h.peer_frame(op::kRcWriteFirst, P0, h.reth(h.addr(), h.rkey(), m + 10),
+                                        data.data(), m, false)});
+    EXPECT_TRUE(out.empty());
+    out = h.exchange({h.peer_frame(next, psn_add(P0, 1), {}, data.data() + m, m)});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+    EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+    EXPECT_EQ(h.qp()->state(), QpState::kErr);
+    for (uint32_t i = m; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+  }
+}
+
+// A LAST packet shorter than what is left of the range is invalid too: the WRITE would end
+// with bytes of its range never written.
+TEST(Responder, AWriteLastShorterThanTheRestOfTheRangeIsInvalidRequest) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcWriteFirst, P0, h.reth(h.addr(), h.rkey(), m + 10), m, false)});
+  EXPECT_TRUE(out.empty());
+  out = h.exchange({h.peer_frame(op::kRcWriteLast, psn_add(P0, 1), {}, 9)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+// A region deregistered while a WRITE into it is under way: the next packet is a remote access
+// error, and its bytes do not land (the memory may belong to something else by then).
+TEST(Responder, ARegionDeregisteredUnderAWriteFailsItsNextPacket) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  std::vector<uint8_t> data(2 * m, 0x3E);
+  auto out = h.exchange({h.peer_frame(op::kRcWriteFirst, P0, h.reth(h.addr(), h.rkey(), 2 * m),
+                                      data.data(), m, false)});
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(h.mem()[0], 0x3E);
+  ASSERT_EQ(h.engine().dereg_mr(h.rkey()), 0);
+  out = h.exchange({h.peer_frame(op::kRcWriteLast, psn_add(P0, 1), {}, data.data() + m, m)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  for (uint32_t i = m; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+}
+
+// IBA's largest message is 2^31 bytes: a READ asking for more is an invalid request, whatever
+// the key says.
+TEST(Responder, AReadLongerThanTheLargestMessageIsInvalidRequest) {
+  ProtocolHarness h;
+  auto out = h.exchange(
+      {h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), kMaxMsgSize + 1))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+// A READ retried after its region was deregistered is answered with a remote access error,
+// not with whatever the memory holds now. (The retry's own check and the response stream's
+// each give this; the test fails only without both.)
+TEST(Responder, ADuplicateReadOfADeregisteredRegionIsRemoteAccessError) {
+  ProtocolHarness h;
+  const uint32_t m = h.mtu();
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 3 * m))});
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_EQ(h.engine().dereg_mr(h.rkey()), 0);
+  out = h.exchange(
+      {h.peer_frame(op::kRcReadRequest, psn_add(P0, 1), h.reth(h.addr(m), h.rkey(), 2 * m))});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+}
+
+// A region deregistered while its READ's responses are still leaving (held here by a rate
+// limit): the rest of the stream is replaced by a remote access error at the next response's
+// PSN, and nothing more of the memory is sent.
+TEST(Responder, ARegionDeregisteredUnderAReadStreamEndsItWithRemoteAccessError) {
+  ProtocolHarness::Options o;
+  o.mtu = Mtu::k4096;
+  o.cc = CcKind::kNone;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.set_rate_limit(1'000'000), 0);
+  const uint32_t len = 16 * h.mtu();
+  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), len))});
+  ASSERT_GE(out.size(), 1u);
+  ASSERT_LT(out.size(), 16u);
+  const uint32_t sent = static_cast<uint32_t>(out.size());
+  ASSERT_EQ(h.engine().dereg_mr(h.rkey()), 0);
+  ASSERT_EQ(h.set_rate_limit(0), 0);
+  out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcAck);
+  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, sent));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  EXPECT_EQ(h.qp()->counters_.error_naks_sent, 1u);
+}
 }  // namespace
