@@ -18,10 +18,11 @@ using wire::psn_add;
 constexpr uint32_t S0 = ProtocolHarness::kLocalPsn;
 constexpr uint8_t kAck = wire::kAethAckUnlimitedCredits;
 
-// A signalled 16-byte UD SEND through address handle `ah` to QP 0x33, from `off` in the harness's
-// memory (a UC QP ignores the address handle and the Q_Key).
-int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey, uint64_t off = 0) {
-  Sge s{h.addr(off), 16, h.rkey()};
+// A signalled UD SEND of `len` bytes through address handle `ah` to QP 0x33, from `off` in the
+// harness's memory (a UC QP ignores the address handle and the Q_Key).
+int post_ud(ProtocolHarness& h, uint64_t wr_id, uint32_t ah, uint32_t qkey, uint64_t off = 0,
+            uint32_t len = 16) {
+  Sge s{h.addr(off), len, h.rkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.sg_list = &s;
@@ -1518,18 +1519,8 @@ TEST(Requester, AUdDatagramLongerThanThePortsMtuIsALocalLengthError) {
   o.qp_type = QpType::kUd;
   ProtocolHarness h(o);
   const uint32_t ah = peer_ah(h);
-  const uint32_t len = mtu_bytes(h.engine().active_mtu()) + 1;
-  Sge s{h.addr(), len, h.rkey()};
-  SendWr wr;
-  wr.wr_id = 1;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
-  wr.ah = ah;
-  wr.remote_qpn = 0x33;
-  wr.remote_qkey = o.qkey;
-  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  const uint32_t mtu = mtu_bytes(h.engine().active_mtu());
+  ASSERT_EQ(post_ud(h, 1, ah, o.qkey, 0, mtu + 1), 0);
   EXPECT_TRUE(h.exchange().empty());
   auto c = h.completions();
   ASSERT_EQ(c.size(), 1u);
@@ -1537,8 +1528,7 @@ TEST(Requester, AUdDatagramLongerThanThePortsMtuIsALocalLengthError) {
   EXPECT_EQ(h.qp()->state(), QpState::kSqe);
   // One MTU exactly leaves.
   ASSERT_EQ(h.engine().modify_qp(h.qp(), QpAttr{.qp_state = QpState::kRts}, kQpState), 0);
-  s.length = len - 1;
-  ASSERT_EQ(h.qp()->post_send(wr), 0);
+  ASSERT_EQ(post_ud(h, 2, ah, o.qkey, 0, mtu), 0);
   EXPECT_EQ(h.exchange().size(), 1u);
   c = h.completions();
   ASSERT_EQ(c.size(), 1u);

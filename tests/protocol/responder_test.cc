@@ -576,17 +576,28 @@ TEST(UcResponder, ABadWriteLosesTheMessageNotTheQp) {
 
 // --- READ ---
 
-// A rate limit paces READ responses too (they are what this QP sends); lifting it lets the held
-// rest go at once, though no work request of ours is waiting (nothing else schedules the
-// responder). 1 Gb/s: a 4 KiB response frame takes 33 us, so 16 of them take 0.53 ms.
-TEST(Responder, ARateLimitPacesReadResponsesAndLiftingItReleasesThem) {
+// MTU 4096 and no congestion control, for a READ paced by a rate limit alone.
+ProtocolHarness::Options paced_read_options() {
   ProtocolHarness::Options o;
   o.mtu = Mtu::k4096;
   o.cc = CcKind::kNone;
-  ProtocolHarness h(o);
-  ASSERT_EQ(h.set_rate_limit(1'000'000), 0);
-  const uint32_t len = 16 * h.mtu();
-  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), len))});
+  return o;
+}
+
+// Limits the QP to 1 Gb/s (a 4 KiB response frame takes 33 us, so 16 of them take 0.53 ms) and
+// asks it for a READ of 16 MTUs; returns what left at once.
+std::vector<Emitted> start_paced_read(ProtocolHarness& h) {
+  EXPECT_EQ(h.set_rate_limit(1'000'000), 0);
+  return h.exchange(
+      {h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), 16 * h.mtu()))});
+}
+
+// A rate limit paces READ responses too (they are what this QP sends); lifting it lets the held
+// rest go at once, though no work request of ours is waiting (nothing else schedules the
+// responder).
+TEST(Responder, ARateLimitPacesReadResponsesAndLiftingItReleasesThem) {
+  ProtocolHarness h(paced_read_options());
+  auto out = start_paced_read(h);
   EXPECT_LE(out.size(), 2u);
   const auto in_100us = h.advance(100'000);
   EXPECT_LE(out.size() + in_100us.size(), 2u + 4u);
@@ -1315,13 +1326,8 @@ TEST(Responder, ADuplicateReadOfADeregisteredRegionIsRemoteAccessError) {
 // limit): the rest of the stream is replaced by a remote access error at the next response's
 // PSN, and nothing more of the memory is sent.
 TEST(Responder, ARegionDeregisteredUnderAReadStreamEndsItWithRemoteAccessError) {
-  ProtocolHarness::Options o;
-  o.mtu = Mtu::k4096;
-  o.cc = CcKind::kNone;
-  ProtocolHarness h(o);
-  ASSERT_EQ(h.set_rate_limit(1'000'000), 0);
-  const uint32_t len = 16 * h.mtu();
-  auto out = h.exchange({h.peer_frame(op::kRcReadRequest, P0, h.reth(h.addr(), h.rkey(), len))});
+  ProtocolHarness h(paced_read_options());
+  auto out = start_paced_read(h);
   ASSERT_GE(out.size(), 1u);
   ASSERT_LT(out.size(), 16u);
   const uint32_t sent = static_cast<uint32_t>(out.size());
