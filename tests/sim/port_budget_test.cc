@@ -238,4 +238,72 @@ TEST_P(PortBudgetRelease, ByErrorOrDestroy) {
 INSTANTIATE_TEST_SUITE_P(PortBudget, PortBudgetRelease, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "Destroy" : "Error"; });
 
+// QPs destroyed while they wait for room, from the middle and the end of the waiters' list:
+// the list stays whole (the waiters before and after them, and one that joins later, still get
+// their turn, in order) and nothing points at the destroyed QPs (ASan would see the engine
+// touch one).
+TEST(PortBudget, DestroyingWaitersLeavesTheOthersWaitingInOrder) {
+  sim::SimNetwork net(5);
+  HostOptions ho;
+  ho.port_inflight_psns = 32;
+  SimHost a(net, 1, ho), b(net, 2, ho);
+  add_engines(net, {&a, &b});
+  constexpr int kQps = 6;
+  std::vector<Qp*> qa, qb;
+  for (int i = 0; i < kQps; ++i) {
+    qa.push_back(a.create_rc());
+    qb.push_back(b.create_rc());
+    ConnectOptions co;
+    co.psn_a = 0x1000 * i;
+    co.psn_b = 0x800000 + 0x1000 * i;
+    std::string err;
+    ASSERT_TRUE(connect_rc(a, qa.back(), b, qb.back(), co, &err)) << err;
+  }
+  auto write = [&](int q, uint32_t len) {
+    Sge s{a.addr(0x10000 * q), len, a.key()};
+    SendWr w{.wr_id = static_cast<uint64_t>(q),
+             .sg_list = &s,
+             .num_sge = 1,
+             .opcode = WrOpcode::kRdmaWrite,
+             .send_flags = kSendSignaled};
+    w.remote_addr = b.addr(0x10000 * q);
+    w.rkey = b.key();
+    return qa[q]->post_send(w);
+  };
+  for (int q = 0; q < kQps; ++q) {
+    for (uint32_t i = 0; i < 64; ++i) a.mem()[0x10000 * q + i] = static_cast<uint8_t>(q * 16 + i);
+  }
+  // QP 0 fills the budget with a WRITE whose frames are lost; 1 .. 4 then wait, in that order.
+  a.port().uplink().drop = 1.0;
+  ASSERT_EQ(write(0, 64 * 1024), 0);
+  net.run_until([] { return false; }, net.now() + 1'000'000);
+  ASSERT_EQ(a.engine().port_inflight(), 32u);
+  a.port().uplink().drop = 0;
+  for (int q = 1; q <= 4; ++q) {
+    ASSERT_EQ(write(q, 64), 0);
+    net.run_until([] { return false; }, net.now() + 100'000);
+  }
+  EXPECT_GE(a.engine().counters().port_budget_waits, 4u);
+  ASSERT_EQ(a.engine().destroy_qp(qa[2]), 0);  // the middle of the waiters
+  ASSERT_EQ(a.engine().destroy_qp(qa[4]), 0);  // their tail
+  ASSERT_EQ(write(5, 64), 0);                  // joins behind the new tail
+  net.run_until([] { return false; }, net.now() + 100'000);
+  ASSERT_EQ(a.engine().destroy_qp(qa[0]), 0);  // gives the budget back
+  std::vector<Cqe> done;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        a.poll(done);
+        return done.size() >= 3;
+      },
+      net.now() + 10'000'000));
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_EQ(done[1].wr_id, 3u);
+  EXPECT_EQ(done[2].wr_id, 5u);
+  for (const Cqe& c : done) EXPECT_EQ(c.status, WcStatus::kSuccess);
+  for (int q : {1, 3, 5}) {
+    EXPECT_EQ(std::memcmp(b.mem() + 0x10000 * q, a.mem() + 0x10000 * q, 64), 0) << "QP " << q;
+  }
+}
+
 }  // namespace
