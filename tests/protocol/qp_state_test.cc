@@ -112,6 +112,42 @@ TEST_F(QpStateTest, TheNormalPath) {
   EXPECT_EQ(q.cap.max_send_wr, 8u);
 }
 
+// SQD -> SQD (IBA table 91): a drained send queue's QP takes new transport attributes (the
+// ACK timeout, retry counts, READ / atomic depths, ...) and stays in SQD; what the transition
+// does not list (the SQ PSN, the destination QPN) is refused and nothing changes.
+TEST_F(QpStateTest, SqdToSqdChangesTheTransportAttributes) {
+  ASSERT_EQ(engine_->modify_qp(qp_, init_attr(), kInitMask), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), 0);
+  ASSERT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), 0);
+  ASSERT_EQ(modify_state(qp_, QpState::kSqd), 0);
+  QpAttr a;
+  a.qp_state = QpState::kSqd;
+  a.timeout = 18;
+  a.retry_cnt = 3;
+  a.rnr_retry = 2;
+  a.max_rd_atomic = 4;
+  a.min_rnr_timer = 20;
+  a.sq_psn = 0x999;
+  a.dest_qp_num = 0x44;
+  const uint32_t allowed =
+      kQpState | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic | kQpMinRnrTimer;
+  EXPECT_EQ(engine_->modify_qp(qp_, a, allowed | kQpSqPsn), EINVAL);
+  EXPECT_EQ(engine_->modify_qp(qp_, a, allowed | kQpDestQpn), EINVAL);
+  EXPECT_EQ(query().timeout, 14);
+  EXPECT_EQ(query().dest_qp_num, 0x33u);
+  ASSERT_EQ(engine_->modify_qp(qp_, a, allowed), 0);
+  EXPECT_EQ(qp_->state(), QpState::kSqd);
+  const QpAttr q = query();
+  EXPECT_EQ(q.timeout, 18);
+  EXPECT_EQ(q.retry_cnt, 3);
+  EXPECT_EQ(q.rnr_retry, 2);
+  EXPECT_EQ(q.max_rd_atomic, 4);
+  EXPECT_EQ(q.min_rnr_timer, 20);
+  EXPECT_EQ(q.sq_psn, 0x777u);
+  EXPECT_EQ(q.dest_qp_num, 0x33u);
+  ASSERT_EQ(modify_state(qp_, QpState::kRts), 0);
+}
+
 TEST_F(QpStateTest, SkippingAStateIsRefused) {
   EXPECT_EQ(engine_->modify_qp(qp_, rtr_attr(), kRtrMask), EINVAL);
   EXPECT_EQ(engine_->modify_qp(qp_, rts_attr(), kRtsMask), EINVAL);

@@ -995,6 +995,27 @@ TEST(Responder, AnUntaggedPortDropsTaggedFrames) {
   EXPECT_EQ(c.rx_other_vlan, 1u);
 }
 
+// A QP in RTR receives but has no send queue running: responses (ACKs, READ responses) for it
+// are dropped and counted, and requests are still taken.
+TEST(Responder, ResponsesToAQpInRtrAreDropped) {
+  ProtocolHarness::Options o;
+  o.stop_at_rtr = true;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.qp()->state(), QpState::kRtr);
+  const uint8_t data[8] = {};
+  EXPECT_TRUE(h.exchange({h.peer_frame(op::kRcAck, ProtocolHarness::kLocalPsn, h.aeth(kAck, 1)),
+                          h.peer_frame(op::kRcReadRespOnly, ProtocolHarness::kLocalPsn,
+                                       h.aeth(kAck, 1), data, 8)})
+                  .empty());
+  EXPECT_EQ(h.engine().counters().rx_bad_qp_state, 2u);
+  EXPECT_TRUE(h.completions().empty());
+  h.post_recv(1, 0, 64);
+  auto out = h.exchange({h.peer_frame(op::kRcSendOnly, P0, {}, 8)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), kAck);
+  EXPECT_EQ(h.completions().size(), 1u);
+}
+
 TEST(Responder, PacketsToQpInResetOrInitAreDropped) {
   ProtocolHarness h;
   QpAttr a;
