@@ -2,6 +2,8 @@
 // with one line that names the key and the value, and what is accepted is what was written.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -357,6 +359,96 @@ TEST(DeviceConfig, ValidateNeedsAPortAnAddressAndAVlanForAPriority) {
       EXPECT_TRUE(validate(c, &err)) << k.spec << ": " << err;
     }
   }
+}
+
+// The keys that take a word refuse any other, saying which words they take; a key the device
+// does not have is named with the list of those it has; an item or a line without '=' is
+// named.
+TEST(DeviceConfig, WordsUnknownKeysAndItemsWithoutAValueAreNamed) {
+  EXPECT_NE(refusal("cc", "cubic").find("none or dcqcn"), std::string::npos);
+  EXPECT_NE(refusal("mode", "busy").find("thread or inline"), std::string::npos);
+  EXPECT_NE(refusal("pcap", "").find("a file name"), std::string::npos);
+  EXPECT_NE(refusal("counters", "").find("a file name, or -"), std::string::npos);
+  const std::string unknown = refusal("colour", "red");
+  EXPECT_EQ(unknown.rfind("unknown setting 'colour' (name, port,", 0), 0u) << unknown;
+  DeviceConfig c;
+  std::string err;
+  ASSERT_TRUE(apply_setting(c, "mode", "inline", &err)) << err;
+  EXPECT_TRUE(c.inline_mode);
+  ASSERT_TRUE(apply_setting(c, "mode", "thread", &err)) << err;
+  EXPECT_FALSE(c.inline_mode);
+  ASSERT_TRUE(apply_setting(c, "cc", "dcqcn", &err)) << err;
+  EXPECT_EQ(c.cc, "dcqcn");
+  ASSERT_TRUE(apply_setting(c, "eal", "  --no-huge  -l 0 ", &err)) << err;
+  EXPECT_EQ(c.eal_args, (std::vector<std::string>{"--no-huge", "-l", "0"}));
+  EXPECT_FALSE(parse_device_string("port=x; mtu", &c, &err));
+  EXPECT_EQ(err, "'mtu' is not key=value");
+  std::vector<DeviceConfig> devs;
+  EXPECT_FALSE(parse_config_text("[device a]\nport = x\nmtu\n", &devs, &err));
+  EXPECT_EQ(err, "line 3: expected key = value");
+  devs.clear();
+  EXPECT_FALSE(parse_config_text("port = x\n[device a/b]\n", &devs, &err));
+  EXPECT_EQ(err.rfind("line 2: name: 'a/b'", 0), 0u) << err;
+}
+
+// ROCE_CONFIG (a file) and ROCE_DEVICE (one device's string, over the file's first device):
+// an error names the variable, and the file's its path and line.
+TEST(DeviceConfig, TheEnvironmentsErrorsNameTheirVariable) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/roce_config_good.conf", bad = dir + "/roce_config_bad.conf";
+  {
+    FILE* f = std::fopen(good.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("[device a]\nport = net_ring0\nipv4 = 10.1.0.1\nmtu = 4200\n", f);
+    std::fclose(f);
+    f = std::fopen(bad.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("[device a]\nport = x\nmtu = 5\n", f);
+    std::fclose(f);
+  }
+  struct Env {
+    const char* config;
+    const char* device;
+    std::string want;  // "" : accepted
+  };
+  const std::string missing = dir + "/roce_config_missing.conf";
+  const Env cases[] = {
+      {good.c_str(), nullptr, ""},
+      {good.c_str(), "mtu=1500", ""},
+      {missing.c_str(), nullptr, "ROCE_CONFIG: cannot read '" + missing + "'"},
+      {bad.c_str(), nullptr, "ROCE_CONFIG " + bad + ": line 3: mtu: '5'"},
+      {nullptr, "port=x; mtu=5", "ROCE_DEVICE: mtu: '5'"},
+      {good.c_str(), "port", "ROCE_DEVICE: 'port' is not key=value"},
+  };
+  for (const Env& e : cases) {
+    SCOPED_TRACE(std::string(e.config ? e.config : "-") + " / " + (e.device ? e.device : "-"));
+    if (e.config) {
+      setenv("ROCE_CONFIG", e.config, 1);
+    } else {
+      unsetenv("ROCE_CONFIG");
+    }
+    if (e.device) {
+      setenv("ROCE_DEVICE", e.device, 1);
+    } else {
+      unsetenv("ROCE_DEVICE");
+    }
+    std::vector<DeviceConfig> devs;
+    std::string err;
+    const bool ok = devices_from_env(&devs, &err);
+    if (e.want.empty()) {
+      ASSERT_TRUE(ok) << err;
+      ASSERT_EQ(devs.size(), 1u);
+      EXPECT_EQ(devs[0].name, "a");
+      EXPECT_EQ(devs[0].mtu, e.device ? 1500u : 4200u);
+    } else {
+      EXPECT_FALSE(ok);
+      EXPECT_EQ(err.rfind(e.want, 0), 0u) << err;
+    }
+  }
+  unsetenv("ROCE_CONFIG");
+  unsetenv("ROCE_DEVICE");
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
 }
 
 }  // namespace
