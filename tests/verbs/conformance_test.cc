@@ -631,6 +631,81 @@ TEST_F(VerbsTest, MemoryRegistrationNeedsAccessibleMemory) {
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
+// Objects of two devices do not mix (each device is its own engine): a QP whose CQ, or a CQ
+// whose completion channel, belongs to the other device is refused with EINVAL, as are a QP
+// without CQs and a receive with a negative SGE count. Attribute bits the shim does not know
+// (XRC, create flags, IGNORE_OVERRUN, unknown rereg flags) are refused, not ignored.
+TEST_F(VerbsTest, ObjectsOfAnotherDeviceAndUnknownBitsAreRefused) {
+  Side a, b;
+  make_side(a, 0);
+  make_side(b, 1);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = b.cq;  // device B's CQ under device A's PD
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(a.pd, &qa), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  qa.send_cq = a.cq;
+  qa.recv_cq = nullptr;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(a.pd, &qa), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+
+  ibv_comp_channel* ch_b = ibv_create_comp_channel(ctx_[1]);
+  ASSERT_NE(ch_b, nullptr);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(ctx_[0], 16, nullptr, ch_b, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch_b), 0);
+
+  ibv_qp_init_attr_ex qx{};
+  qx.send_cq = qx.recv_cq = a.cq;
+  qx.qp_type = IBV_QPT_RC;
+  qx.cap = qa.cap;
+  qx.pd = a.pd;
+  qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(ctx_[0], &qx), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  qx.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(ctx_[0], &qx), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  ibv_cq_init_attr_ex cx{};
+  cx.cqe = 16;
+  cx.wc_flags = IBV_WC_STANDARD_FLAGS;
+  cx.comp_mask = 1u << 7;  // no such attribute
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_[0], &cx), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  cx.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+  cx.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_[0], &cx), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  ibv_sge sge{a.buf->addr(), 64, a.mr->lkey};
+  ibv_recv_wr bad_count{};
+  bad_count.wr_id = 7;
+  bad_count.sg_list = &sge;
+  bad_count.num_sge = -1;
+  ibv_recv_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_recv(a.qp, &bad_count, &bad), EINVAL);
+  EXPECT_EQ(bad, &bad_count);
+
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(a.mr, 1 << 10, nullptr, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(a.mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 0, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+}
+
 TEST_F(VerbsTest, UnsupportedVerbsFailCleanly) {
   ibv_pd* pd = ibv_alloc_pd(ctx_[0]);
   ASSERT_NE(pd, nullptr);
