@@ -13,7 +13,8 @@ uint64_t monotonic_ns() { return SteadyClock().now_ns(); }
 
 bool invariant_tsc() {
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0x80000000u, nullptr) < 0x80000007u) return false;
+  // (GCC's cpuid.h returns unsigned, clang's int: the highest leaf's bits either way.)
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000007u) return false;
   __get_cpuid(0x80000007u, &a, &b, &c, &d);
   return (d >> 8) & 1u;  // CPUID.80000007H:EDX[8], "invariant TSC"
 }
