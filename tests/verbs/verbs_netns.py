@@ -217,6 +217,29 @@ def cmd_devices(args):
         if len(r.stderr.strip().splitlines()) != 1 or "ROCE_CONFIG" not in r.stderr:
             raise RuntimeError(f"ROCE_DEBUG hint missing: {r.stderr!r}")
         log("no configuration: empty list; ROCE_DEBUG: " + r.stderr.strip())
+        # A configuration in error: one line naming the variable and the value, and no device.
+        env.pop("ROCE_DEBUG", None)
+        env["ROCE_DEVICE"] = "port=net_null0; ipv4=10.1.0.1; mtu=5"
+        r = subprocess.run(["ibv_devices"], env=env, capture_output=True, text=True, timeout=30)
+        lines = r.stderr.strip().splitlines()
+        if (r.returncode != 0 or "roce" in r.stdout or len(lines) != 1 or
+                not lines[0].startswith("libibverbs (roce): ROCE_DEVICE: mtu: '5'")):
+            raise RuntimeError(f"ROCE_DEVICE in error: {r.returncode} {r.stdout!r} {r.stderr!r}")
+        log("ROCE_DEVICE in error: " + lines[0])
+        # A file whose second device has no address: that device is left out, named in one
+        # line; the first is listed.
+        del env["ROCE_DEVICE"]
+        conf = os.path.join(topo.tmp, "two.conf")
+        with open(conf, "w") as f:
+            f.write("[device good0]\nport = net_null0\nipv4 = 10.1.0.1\n"
+                    "[device bad1]\nport = net_null1\n")
+        env["ROCE_CONFIG"] = conf
+        r = subprocess.run(["ibv_devices"], env=env, capture_output=True, text=True, timeout=30)
+        lines = r.stderr.strip().splitlines()
+        if (r.returncode != 0 or "good0" not in r.stdout or "bad1" in r.stdout or
+                lines != ["libibverbs (roce): bad1: no address given (ipv4 = ... and/or ipv6 = ...)"]):
+            raise RuntimeError(f"a device in error: {r.returncode} {r.stdout!r} {r.stderr!r}")
+        log("a device without an address: " + lines[0])
     return 0
 
 
