@@ -704,6 +704,7 @@ uint16_t DpdkPort::tx_burst_now(PktBuf* bufs, uint16_t n) {
 uint16_t DpdkPort::alloc(PktBuf* bufs, uint16_t n) {
   rte_mbuf* mbufs[kChunk];
   uint16_t done = 0;
+  bool cleaned = false;
   while (done < n) {
     const uint16_t want = std::min<uint16_t>(n - done, kChunk);
     uint16_t k = want;
@@ -711,6 +712,15 @@ uint16_t DpdkPort::alloc(PktBuf* bufs, uint16_t n) {
       // The bulk call is all or nothing; near exhaustion take what is left one at a time.
       uint16_t got = 0;
       while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
+      // Still short: many drivers free what they sent only inside a later tx burst, and an
+      // engine with no buffer builds nothing to send. Ask the driver to free what its transmit
+      // ring is done with (where it can: -ENOTSUP otherwise), once a call, and take again.
+      if (got < k && !cleaned) {
+        cleaned = true;
+        if (rte_eth_tx_done_cleanup(port_id_, 0, 0) > 0) {
+          while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
+        }
+      }
       k = got;
     }
     for (uint16_t i = 0; i < k; ++i) {

@@ -115,10 +115,14 @@ bool Engine::poll() {
 
   // Output waiting for a port that takes nothing (a link that is down, a peer that is gone)
   // is no progress: such polls count as idle, so that the engine thread backs off instead of
-  // holding its core until the QPs give up (never, with retry_cnt 7).
+  // holding its core until the QPs give up (never, with retry_cnt 7). So is output that found
+  // no frame buffer and built nothing (the port's pool ran dry: the QPs stay scheduled, and a
+  // later poll finds the buffers the port got back).
   if ((req_head_ || resp_head_ || budget_waiter_ready()) && tx_room()) {
-    work = true;
+    const uint64_t no_buffer = ctr_.tx_no_buffer, sent = ctr_.tx_frames;
+    const uint32_t queued = n_txq_;
     run_output();
+    work |= ctr_.tx_no_buffer == no_buffer || n_txq_ != queued || ctr_.tx_frames != sent;
   }
   if (n_txq_) {
     const uint64_t sent = ctr_.tx_frames;

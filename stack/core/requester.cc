@@ -124,6 +124,9 @@ static WcStatus check_local_write(const MrTable& mrs, uint32_t pd, const SendWqe
 bool Engine::req_step(Qp& qp, uint32_t budget) {
   const QpState st = qp.attr_.qp_state;
   if (st != QpState::kRts && st != QpState::kSqd) return false;
+  // A packet that found no frame buffer (the port's pool ran dry) keeps the QP scheduled: no
+  // ACK, timer or post may come to wake it, and the next poll may find buffers again.
+  const uint64_t no_buffer = ctr_.tx_no_buffer;
   if (qp.type() != QpType::kRc) {
     // Datagram and unreliable QPs complete as they send.
     qp.snd_.tail = qp.sq_.prod_acquire();
@@ -133,7 +136,7 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
       // the transition back to RTS schedules the QP.
       if (st == QpState::kSqd && qp.snd_.offset == 0) break;
       SendWqe& w = *qp.sq_.at<SendWqe>(qp.snd_.send);
-      if (!ud_send(qp, w)) return false;
+      if (!ud_send(qp, w)) return ctr_.tx_no_buffer != no_buffer;
       ++n;
     }
     if (st == QpState::kSqd) {
@@ -185,7 +188,7 @@ bool Engine::req_step(Qp& qp, uint32_t budget) {
     }
     const bool ok = req_send_packet(qp, w, slot);
     charge_port(qp);
-    if (!ok) return false;
+    if (!ok) return ctr_.tx_no_buffer != no_buffer;
     ++sent;
   }
   return qp.snd_.send != qp.snd_.tail;

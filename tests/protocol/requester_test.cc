@@ -1534,4 +1534,54 @@ TEST(Requester, AUdDatagramLongerThanThePortsMtuIsALocalLengthError) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
 }
+// Frame buffers run out (an exhausted mbuf pool: the NIC still holds the ones it sent): what
+// could not be built waits, counted, and leaves once buffers come back, with nothing else to
+// wake the QP (no ACK due, no timer armed, no new post). It used to wait for the next post.
+TEST(Requester, WorkDeferredForWantOfBuffersLeavesWhenTheyComeBack) {
+  {  // RC: a WRITE cut after its first packet
+    ProtocolHarness h;
+    const uint32_t m = h.mtu();
+    h.port().alloc_limit = 1;
+    ASSERT_EQ(h.post_send(WrOpcode::kRdmaWrite, 1, 0, 3 * m), 0);
+    auto out = h.exchange();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].opcode(), op::kRcWriteFirst);
+    EXPECT_GT(h.engine().counters().tx_no_buffer, 0u);
+    // Still scheduled, but a poll that builds nothing for want of buffers is an idle one (the
+    // engine thread backs off), as one facing a port that takes nothing is.
+    EXPECT_TRUE(h.engine().has_pending_output());
+    EXPECT_FALSE(h.engine().poll());
+    h.port().alloc_limit = 1u << 30;
+    out = h.exchange();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].opcode(), op::kRcWriteMiddle);
+    EXPECT_EQ(out[0].psn(), S0 + 1);
+    EXPECT_EQ(out[1].opcode(), op::kRcWriteLast);
+    EXPECT_EQ(out[1].psn(), S0 + 2);
+  }
+}
+
+// The same for UD and UC, whose sends complete as they leave.
+TEST(Requester, DatagramsDeferredForWantOfBuffersLeaveWhenTheyComeBack) {
+  for (QpType t : {QpType::kUd, QpType::kUc}) {
+    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
+    ProtocolHarness::Options o;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    const uint32_t ah = peer_ah(h);
+    h.port().alloc_limit = 1;
+    ASSERT_EQ(post_ud(h, 1, ah, o.qkey), 0);
+    ASSERT_EQ(post_ud(h, 2, ah, o.qkey), 0);
+    EXPECT_EQ(h.exchange().size(), 1u);
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 1u);
+    h.port().alloc_limit = 1u << 30;
+    EXPECT_EQ(h.exchange().size(), 1u);
+    c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, 2u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+}
 }  // namespace

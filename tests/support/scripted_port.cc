@@ -43,6 +43,8 @@ uint16_t ScriptedPort::tx_burst(PktBuf* bufs, uint16_t n) {
 }
 
 uint16_t ScriptedPort::alloc(PktBuf* bufs, uint16_t n) {
+  n = static_cast<uint16_t>(std::min<uint32_t>(n, alloc_limit));
+  alloc_limit -= n;
   for (uint16_t i = 0; i < n; ++i) {
     auto* b = new Buf;
     bufs[i] = PktBuf{b, b->data, 0, std::min<uint32_t>(buf_cap, sizeof b->data)};

@@ -28,6 +28,9 @@ class ScriptedPort final : public PacketIo {
   std::vector<std::vector<uint8_t>> take_sent() { return std::move(sent_); }
   size_t outstanding() const { return outstanding_; }
   uint32_t tx_limit = 1u << 30;  // frames tx_burst accepts before refusing (backpressure)
+  // Buffers alloc() hands out from now on before it has none (an exhausted mbuf pool); each
+  // buffer taken counts it down.
+  uint32_t alloc_limit = 1u << 30;
   // Capacity alloc() reports for its buffers (at most 9216 B), and how far into its buffer each
   // frame tx_burst took started, with the frame's address (as sent, in order).
   uint32_t buf_cap = 9216;
