@@ -50,6 +50,18 @@ uint32_t peer_ah(ProtocolHarness& h) {
   return h.qp()->type() == QpType::kUd ? peer_ah_in(h, h.qp()->init_attr().pd) : 0;
 }
 
+// Runs f(harness, its Q_Key, peer_ah) on a fresh harness with a UD QP, then with a UC one.
+template <typename F>
+void for_ud_and_uc(F f) {
+  for (QpType t : {QpType::kUd, QpType::kUc}) {
+    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
+    ProtocolHarness::Options o;
+    o.qp_type = t;
+    ProtocolHarness h(o);
+    f(h, o.qkey, peer_ah(h));
+  }
+}
+
 std::vector<uint8_t> opcodes(const std::vector<Emitted>& v) {
   std::vector<uint8_t> o;
   for (const auto& e : v) o.push_back(e.opcode());
@@ -771,13 +783,8 @@ TEST(Requester, TheLinksLineRatePacesDcqcnQpsRunningAndConnectedLater) {
 // SQD (IBA 10.3.1): the send queue drains; no new message starts until the QP is back in RTS.
 // UD and UC QPs kept sending every WQE posted while in SQD.
 TEST(Requester, UdAndUcStartNothingNewInSqd) {
-  for (QpType t : {QpType::kUd, QpType::kUc}) {
-    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
-    ProtocolHarness::Options o;
-    o.qp_type = t;
-    ProtocolHarness h(o);
-    const uint32_t ah = peer_ah(h);
-    auto post = [&](uint64_t wr_id) { return post_ud(h, wr_id, ah, o.qkey); };
+  for_ud_and_uc([](ProtocolHarness& h, uint32_t qkey, uint32_t ah) {
+    auto post = [&](uint64_t wr_id) { return post_ud(h, wr_id, ah, qkey); };
     QpAttr a;
     a.qp_state = QpState::kSqd;
     a.en_sqd_async_notify = 1;
@@ -792,7 +799,7 @@ TEST(Requester, UdAndUcStartNothingNewInSqd) {
     ASSERT_EQ(h.engine().modify_qp(h.qp(), a, kQpState), 0);
     EXPECT_EQ(h.exchange().size(), 1u);
     EXPECT_EQ(h.completions().size(), 1u);
-  }
+  });
 }
 
 // SQD's drained event (IBA 11.6.3) comes once the message under way has left: a UC message cut
@@ -1563,15 +1570,10 @@ TEST(Requester, WorkDeferredForWantOfBuffersLeavesWhenTheyComeBack) {
 
 // The same for UD and UC, whose sends complete as they leave.
 TEST(Requester, DatagramsDeferredForWantOfBuffersLeaveWhenTheyComeBack) {
-  for (QpType t : {QpType::kUd, QpType::kUc}) {
-    SCOPED_TRACE(t == QpType::kUd ? "UD" : "UC");
-    ProtocolHarness::Options o;
-    o.qp_type = t;
-    ProtocolHarness h(o);
-    const uint32_t ah = peer_ah(h);
+  for_ud_and_uc([](ProtocolHarness& h, uint32_t qkey, uint32_t ah) {
     h.port().alloc_limit = 1;
-    ASSERT_EQ(post_ud(h, 1, ah, o.qkey), 0);
-    ASSERT_EQ(post_ud(h, 2, ah, o.qkey), 0);
+    ASSERT_EQ(post_ud(h, 1, ah, qkey), 0);
+    ASSERT_EQ(post_ud(h, 2, ah, qkey), 0);
     EXPECT_EQ(h.exchange().size(), 1u);
     auto c = h.completions();
     ASSERT_EQ(c.size(), 1u);
@@ -1582,6 +1584,6 @@ TEST(Requester, DatagramsDeferredForWantOfBuffersLeaveWhenTheyComeBack) {
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].wr_id, 2u);
     EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-  }
+  });
 }
 }  // namespace
