@@ -12,6 +12,8 @@
 #include "dpdk/eal.h"
 #include "dpdk/ring_pair.h"
 #include "dpdk/testing.h"
+#include "stack/core/engine.h"
+#include "stack/util/clock.h"
 #include "tests/dpdk/eal_environment.h"
 #include "tests/dpdk/test_frames.h"
 
@@ -420,6 +422,120 @@ TEST(DpdkPort, OpeningADeviceThatIsNoEthdevRemovesOnlyWhatItProbed) {
   EXPECT_TRUE(Eal::device_listed("crypto_null1"));
   EXPECT_TRUE(remove_device("crypto_null1"));
   EXPECT_FALSE(Eal::device_listed("crypto_null1"));
+}
+
+// --- engines over a pair whose pools run dry ---
+
+// Two engines over a net_ring pair whose pools (255 mbufs each) hold fewer frames than a ring
+// (1,024): what A sends sits in B's ring, holding A's mbufs, until B polls. QP 1 empties A's pool
+// with a 1 MiB WRITE while B is not polled; QP 2's SEND, posted then, finds no buffer. When B
+// polls again, A's mbufs come back and B's ACKs wake QP 1, but QP 2 has nothing in flight and
+// no ACK due: the engine must carry it on by itself (it waited for the next post before).
+TEST(RingPair, EnginesCarryOnWhenADryPoolFillsAgain) {
+  PortConfig config;
+  config.num_mbufs = 255;
+  auto pair = make_pair(config);
+  ASSERT_NE(pair, nullptr);
+  VirtualClock clock;  // no loss, no timer: time does not matter
+  EngineConfig ca, cb;
+  std::memcpy(ca.mac.data(), pair->a().mac(), 6);
+  std::memcpy(cb.mac.data(), pair->b().mac(), 6);
+  ca.gids = {Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 7, 0, 1}};
+  cb.gids = {Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 7, 0, 2}};
+  Engine a(ca, &pair->a(), &clock), b(cb, &pair->b(), &clock);
+  a.neighbors().add_static(cb.gids[0], cb.mac);
+  b.neighbors().add_static(ca.gids[0], ca.mac);
+  constexpr uint32_t kMem = 2 << 20;
+  std::vector<uint8_t> ma(kMem), mb(kMem, 0);
+  for (uint32_t i = 0; i < kMem; ++i) ma[i] = static_cast<uint8_t>(i * 13 + i / 4099);
+  const uint32_t acc = kAccessLocalWrite | kAccessRemoteWrite;
+  const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
+  uint32_t ka = 0, kb = 0;
+  ASSERT_EQ(a.reg_mr(pda, ma.data(), kMem, reinterpret_cast<uint64_t>(ma.data()), acc, &ka), 0);
+  ASSERT_EQ(b.reg_mr(pdb, mb.data(), kMem, reinterpret_cast<uint64_t>(mb.data()), acc, &kb), 0);
+  int err = 0;
+  CompletionQueue* cqa = a.create_cq(64, &err);
+  CompletionQueue* cqb = b.create_cq(64, &err);
+  ASSERT_TRUE(cqa && cqb);
+  auto make_qp = [&](Engine& e, uint32_t pd, CompletionQueue* cq) {
+    QpInitAttr ia;
+    ia.pd = pd;
+    ia.send_cq = ia.recv_cq = cq;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+    return e.create_qp(ia, &err);
+  };
+  auto connect = [](Engine& e, Qp* q, const Gid& dgid, uint32_t dqpn) {
+    QpAttr x;
+    x.qp_state = QpState::kInit;
+    x.port_num = 1;
+    x.qp_access_flags = kAccessRemoteWrite;
+    ASSERT_EQ(e.modify_qp(q, x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+    x = QpAttr{};
+    x.qp_state = QpState::kRtr;
+    x.path_mtu = Mtu::k1024;
+    x.dest_qp_num = dqpn;
+    x.max_dest_rd_atomic = 1;
+    x.ah_attr.dgid = dgid;
+    ASSERT_EQ(e.modify_qp(q, x,
+                          kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                              kQpMaxDestRdAtomic | kQpMinRnrTimer),
+              0);
+    x = QpAttr{};
+    x.qp_state = QpState::kRts;
+    x.retry_cnt = 7;
+    x.rnr_retry = 7;
+    x.max_rd_atomic = 1;
+    ASSERT_EQ(
+        e.modify_qp(
+            q, x, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic),
+        0);
+  };
+  Qp* a1 = make_qp(a, pda, cqa);
+  Qp* a2 = make_qp(a, pda, cqa);
+  Qp* b1 = make_qp(b, pdb, cqb);
+  Qp* b2 = make_qp(b, pdb, cqb);
+  ASSERT_TRUE(a1 && a2 && b1 && b2);
+  connect(a, a1, cb.gids[0], b1->qpn());
+  connect(b, b1, ca.gids[0], a1->qpn());
+  connect(a, a2, cb.gids[0], b2->qpn());
+  connect(b, b2, ca.gids[0], a2->qpn());
+  ASSERT_FALSE(HasFatalFailure());
+
+  auto write = [&](Qp* q, uint64_t wr_id, uint32_t off, uint32_t len) {
+    Sge s{reinterpret_cast<uint64_t>(ma.data() + off), len, ka};
+    SendWr w{.wr_id = wr_id,
+             .sg_list = &s,
+             .num_sge = 1,
+             .opcode = WrOpcode::kRdmaWrite,
+             .send_flags = kSendSignaled};
+    w.remote_addr = reinterpret_cast<uint64_t>(mb.data() + off);
+    w.rkey = kb;
+    return q->post_send(w);
+  };
+  ASSERT_EQ(write(a1, 1, 0, 1 << 20), 0);
+  for (int i = 0; i < 100; ++i) a.poll();  // B does not poll: A's frames hold its mbufs
+  ASSERT_GT(a.counters().tx_no_buffer, 0u) << "the pool did not run dry";
+  ASSERT_EQ(write(a2, 2, 1 << 20, 64), 0);
+  for (int i = 0; i < 100; ++i) a.poll();  // QP 2 finds no buffer either
+  std::vector<uint64_t> done;
+  for (int i = 0; i < 200000 && done.size() < 2; ++i) {
+    a.poll();
+    b.poll();
+    Cqe c[8];
+    const int n = cqa->poll(c, 8);
+    for (int k = 0; k < n; ++k) {
+      EXPECT_EQ(c[k].status, WcStatus::kSuccess);
+      done.push_back(c[k].wr_id);
+    }
+  }
+  std::sort(done.begin(), done.end());
+  EXPECT_EQ(done, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(std::memcmp(ma.data(), mb.data(), (1 << 20) + 64), 0);
+  for (Qp* q : {a1, a2}) EXPECT_EQ(a.destroy_qp(q), 0);
+  for (Qp* q : {b1, b2}) EXPECT_EQ(b.destroy_qp(q), 0);
+  // Every frame handed back: the pair's destructor checks its pools.
+  while (a.poll() || b.poll()) {
+  }
 }
 
 }  // namespace
