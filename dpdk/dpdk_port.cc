@@ -711,15 +711,16 @@ uint16_t DpdkPort::alloc(PktBuf* bufs, uint16_t n) {
     if (unlikely(rte_pktmbuf_alloc_bulk(pool_, mbufs, k) != 0)) {
       // The bulk call is all or nothing; near exhaustion take what is left one at a time.
       uint16_t got = 0;
-      while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
+      auto take_singly = [&] {
+        while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
+      };
+      take_singly();
       // Still short: many drivers free what they sent only inside a later tx burst, and an
       // engine with no buffer builds nothing to send. Ask the driver to free what its transmit
       // ring is done with (where it can: -ENOTSUP otherwise), once a call, and take again.
       if (got < k && !cleaned) {
         cleaned = true;
-        if (rte_eth_tx_done_cleanup(port_id_, 0, 0) > 0) {
-          while (got < k && (mbufs[got] = rte_pktmbuf_alloc(pool_)) != nullptr) ++got;
-        }
+        if (rte_eth_tx_done_cleanup(port_id_, 0, 0) > 0) take_singly();
       }
       k = got;
     }

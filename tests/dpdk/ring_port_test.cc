@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dpdk/dpdk_port.h"
@@ -16,6 +17,7 @@
 #include "stack/util/clock.h"
 #include "tests/dpdk/eal_environment.h"
 #include "tests/dpdk/test_frames.h"
+#include "tests/support/sim_host.h"
 
 namespace roce::dpdk {
 namespace {
@@ -464,42 +466,17 @@ TEST(RingPair, EnginesCarryOnWhenADryPoolFillsAgain) {
     ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
     return e.create_qp(ia, &err);
   };
-  auto connect = [](Engine& e, Qp* q, const Gid& dgid, uint32_t dqpn) {
-    QpAttr x;
-    x.qp_state = QpState::kInit;
-    x.port_num = 1;
-    x.qp_access_flags = kAccessRemoteWrite;
-    ASSERT_EQ(e.modify_qp(q, x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-    x = QpAttr{};
-    x.qp_state = QpState::kRtr;
-    x.path_mtu = Mtu::k1024;
-    x.dest_qp_num = dqpn;
-    x.max_dest_rd_atomic = 1;
-    x.ah_attr.dgid = dgid;
-    ASSERT_EQ(e.modify_qp(q, x,
-                          kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                              kQpMaxDestRdAtomic | kQpMinRnrTimer),
-              0);
-    x = QpAttr{};
-    x.qp_state = QpState::kRts;
-    x.retry_cnt = 7;
-    x.rnr_retry = 7;
-    x.max_rd_atomic = 1;
-    ASSERT_EQ(
-        e.modify_qp(
-            q, x, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic),
-        0);
-  };
   Qp* a1 = make_qp(a, pda, cqa);
   Qp* a2 = make_qp(a, pda, cqa);
   Qp* b1 = make_qp(b, pdb, cqb);
   Qp* b2 = make_qp(b, pdb, cqb);
   ASSERT_TRUE(a1 && a2 && b1 && b2);
-  connect(a, a1, cb.gids[0], b1->qpn());
-  connect(b, b1, ca.gids[0], a1->qpn());
-  connect(a, a2, cb.gids[0], b2->qpn());
-  connect(b, b2, ca.gids[0], a2->qpn());
-  ASSERT_FALSE(HasFatalFailure());
+  test::ConnectOptions co;
+  co.gid_index = 0;  // each engine has one GID
+  for (auto [qa, qb] : {std::pair{a1, b1}, std::pair{a2, b2}}) {
+    ASSERT_EQ(test::connect_qp(a, qa, cb.gids[0], qb->qpn(), co.psn_a, co.psn_b, co), 0);
+    ASSERT_EQ(test::connect_qp(b, qb, ca.gids[0], qa->qpn(), co.psn_b, co.psn_a, co), 0);
+  }
 
   auto write = [&](Qp* q, uint64_t wr_id, uint32_t off, uint32_t len) {
     Sge s{reinterpret_cast<uint64_t>(ma.data() + off), len, ka};

@@ -1259,6 +1259,17 @@ TEST(Responder, UdDatagramToAnotherAddressIsDropped) {
 }
 // --- what a region's keys allow once a message is under way (paths the other tests leave) ---
 
+// `out` is one NAK with `code` for the PSN after P0, the QP is in error, and bytes [m, 2m) of
+// the memory (where the second packet of a WRITE at its start would land) were not written.
+void expect_second_packet_naked(ProtocolHarness& h, const std::vector<Emitted>& out, NakCode code) {
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].syndrome(), nak(code));
+  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
+  EXPECT_EQ(h.qp()->state(), QpState::kErr);
+  for (uint32_t i = m; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+}
+
 // The range a WRITE's FIRST packet names bounds every packet after it: a MIDDLE or LAST that
 // carries more than is left of it is an invalid request, and none of its bytes lands, inside
 // the region or past the range.
@@ -1272,11 +1283,7 @@ TEST(Responder, AWritePacketPastTheFirstPacketsRangeIsInvalidRequest) {
                                         data.data(), m, false)});
     EXPECT_TRUE(out.empty());
     out = h.exchange({h.peer_frame(next, psn_add(P0, 1), {}, data.data() + m, m)});
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].syndrome(), nak(NakCode::kInvalidRequest));
-    EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
-    EXPECT_EQ(h.qp()->state(), QpState::kErr);
-    for (uint32_t i = m; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+    expect_second_packet_naked(h, out, NakCode::kInvalidRequest);
   }
 }
 
@@ -1306,11 +1313,7 @@ TEST(Responder, ARegionDeregisteredUnderAWriteFailsItsNextPacket) {
   EXPECT_EQ(h.mem()[0], 0x3E);
   ASSERT_EQ(h.engine().dereg_mr(h.rkey()), 0);
   out = h.exchange({h.peer_frame(op::kRcWriteLast, psn_add(P0, 1), {}, data.data() + m, m)});
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].syndrome(), nak(NakCode::kRemoteAccessError));
-  EXPECT_EQ(out[0].psn(), psn_add(P0, 1));
-  EXPECT_EQ(h.qp()->state(), QpState::kErr);
-  for (uint32_t i = m; i < 2 * m; ++i) ASSERT_EQ(h.mem()[i], 0) << "byte " << i << " written";
+  expect_second_packet_naked(h, out, NakCode::kRemoteAccessError);
 }
 
 // IBA's largest message is 2^31 bytes: a READ asking for more is an invalid request, whatever

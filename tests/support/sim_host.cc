@@ -58,15 +58,8 @@ static bool fail(std::string* err, const std::string& what, int rc) {
   return false;
 }
 
-static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn, uint32_t peer_psn,
-                    const ConnectOptions& o) {
-  Engine& e = self.engine();
-  // Static neighbour entries, as a configured testbed would have; none for the port's own
-  // addresses (two QPs of one port: loopback).
-  if (&self != &peer) {
-    e.neighbors().add_static(peer.gid(0), peer.port().mac());
-    e.neighbors().add_static(peer.gid(1), peer.port().mac());
-  }
+int connect_qp(Engine& e, Qp* q, const Gid& dgid, uint32_t dest_qpn, uint32_t sq_psn,
+               uint32_t rq_psn, const ConnectOptions& o) {
   QpAttr a;
   a.qp_state = QpState::kInit;
   a.pkey_index = 0;
@@ -76,12 +69,12 @@ static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn
   a = QpAttr{};
   a.qp_state = QpState::kRtr;
   a.path_mtu = o.mtu;
-  a.dest_qp_num = pq->qpn();
-  a.rq_psn = peer_psn;
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = rq_psn;
   a.max_dest_rd_atomic = o.max_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
   a.ah_attr.is_global = true;
-  a.ah_attr.dgid = peer.gid(o.gid_index);
+  a.ah_attr.dgid = dgid;
   a.ah_attr.sgid_index = static_cast<uint8_t>(o.gid_index);
   a.ah_attr.hop_limit = 64;
   if (int rc = e.modify_qp(q, a,
@@ -91,13 +84,25 @@ static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn
   }
   a = QpAttr{};
   a.qp_state = QpState::kRts;
-  a.sq_psn = my_psn;
+  a.sq_psn = sq_psn;
   a.timeout = o.timeout;
   a.retry_cnt = o.retry_cnt;
   a.rnr_retry = o.rnr_retry;
   a.max_rd_atomic = o.max_rd_atomic;
   return e.modify_qp(
       q, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+}
+
+static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn, uint32_t peer_psn,
+                    const ConnectOptions& o) {
+  Engine& e = self.engine();
+  // Static neighbour entries, as a configured testbed would have; none for the port's own
+  // addresses (two QPs of one port: loopback).
+  if (&self != &peer) {
+    e.neighbors().add_static(peer.gid(0), peer.port().mac());
+    e.neighbors().add_static(peer.gid(1), peer.port().mac());
+  }
+  return connect_qp(e, q, peer.gid(o.gid_index), pq->qpn(), my_psn, peer_psn, o);
 }
 
 bool connect_rc(SimHost& a, Qp* qa, SimHost& b, Qp* qb, const ConnectOptions& o, std::string* err) {

@@ -73,6 +73,12 @@ struct ConnectOptions {
 bool connect_rc(SimHost& a, Qp* qa, SimHost& b, Qp* qb, const ConnectOptions& o,
                 std::string* err = nullptr);
 
+// RESET -> INIT -> RTR -> RTS for one side, any engine: QP `q` of `e` towards QP `dest_qpn` at
+// `dgid` (GID index o.gid_index on both sides), sending from PSN `sq_psn` and expecting
+// `rq_psn`. 0 or the failing modify's error.
+int connect_qp(Engine& e, Qp* q, const Gid& dgid, uint32_t dest_qpn, uint32_t sq_psn,
+               uint32_t rq_psn, const ConnectOptions& o);
+
 // Registers both hosts' engines as actors of the network.
 void add_engines(sim::SimNetwork& net, std::vector<SimHost*> hosts);
 
