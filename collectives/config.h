@@ -1,0 +1,46 @@
+// A communicator's settings: what a user may tune, each with a default that suits the common
+// case, and each overridable by one environment variable with the prefix ROCE_COLL_ (the table
+// in collectives/README.md). A bad value is refused with one line naming the variable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "collectives/launch_env.h"
+
+namespace roce::coll {
+
+enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling };
+
+struct CommOptions {
+  // Device and path, chosen as NCCL does (device.h).
+  std::string device;  // ROCE_COLL_DEVICE: ibv device name; "" = first with an ACTIVE port
+  int port = 0;        // ROCE_COLL_PORT: 0 = the device's first ACTIVE port
+  int gid_index = -1;  // ROCE_COLL_GID_INDEX: -1 = RoCEv2, IPv4-mapped, else global IPv6
+  bool allow_link_local = false;  // ROCE_COLL_ALLOW_LINK_LOCAL: fe80:: GIDs only when asked
+  int mtu = 0;                    // ROCE_COLL_MTU: cap on the path MTU (256..4096), 0 = none
+  int hop_limit = 64;             // ROCE_COLL_HOP_LIMIT
+  int traffic_class = 0;          // ROCE_COLL_TC: IPv6 traffic class / IPv4 TOS (DSCP << 2)
+  int ib_timeout = 17;            // ROCE_COLL_IB_TIMEOUT: local ACK timeout 4.096 us x 2^n
+  int retry_count = 7;            // ROCE_COLL_RETRY_CNT
+  // Data movement.
+  uint32_t chunk_bytes = 256 * 1024;  // ROCE_COLL_CHUNK: bytes a grant covers at most
+  uint32_t slots = 4;                 // ROCE_COLL_SLOTS: grants in flight per peer
+  AllReduceAlgo all_reduce_algo = AllReduceAlgo::kAuto;  // ROCE_COLL_ALGO: auto | ring | rd
+  uint64_t small_bytes = 64 * 1024;  // ROCE_COLL_SMALL_BYTES: auto picks rd at or below this
+  bool cache_registrations = false;  // ROCE_COLL_REG_CACHE: keep implicit registrations
+  // Failures.
+  std::chrono::milliseconds timeout{30000};              // ROCE_COLL_TIMEOUT_MS
+  std::chrono::milliseconds rendezvous_timeout{120000};  // ROCE_COLL_RENDEZVOUS_TIMEOUT_MS
+  std::chrono::milliseconds probe_interval{1000};        // ROCE_COLL_PROBE_MS
+
+  // The defaults with every ROCE_COLL_* variable that is set applied; throws
+  // Error(kInvalidArgument) naming the first bad one.
+  static CommOptions from_env(const EnvLookup& env = process_env());
+};
+
+// ibv_mtu for a byte count (256..4096, a power of two), 0 if none.
+int ibv_mtu_of_bytes(int bytes);
+
+}  // namespace roce::coll

@@ -1,0 +1,290 @@
+// AVX-512 kernels (built with -mavx512f -mavx512bw -mavx512vl; reduce.cc calls them only on
+// such CPUs). The same shape as reduce_avx2.cc with 512-bit registers: each lane type loads a
+// register's worth of elements (widening float16 / bfloat16 to float32), combines and stores;
+// the tail is the scalar kernel's, which defines the results these must equal bit for bit.
+// AVX512DQ is not required, so 64-bit multiplies are emulated.
+// GCC 12's AVX-512 headers initialise their "undefined" registers from themselves, which
+// -Wmaybe-uninitialized reports at every inlined use (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include "collectives/reduce_isa.h"
+
+namespace roce::coll::detail {
+namespace {
+
+// float32 lanes, also the arithmetic of float16 and bfloat16.
+struct PsOps {
+  static __m512 sum(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+  static __m512 prod(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+  // vminps(b, a) is b < a ? b : a, so it returns a when either is NaN; a NaN b is then moved
+  // in, which is the scalar kernel's selection exactly.
+  static __m512 min(__m512 a, __m512 b) {
+    return _mm512_mask_mov_ps(_mm512_min_ps(b, a), _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), b);
+  }
+  static __m512 max(__m512 a, __m512 b) {
+    return _mm512_mask_mov_ps(_mm512_max_ps(b, a), _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), b);
+  }
+  static __m512 div(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
+  static __m512 splat(uint64_t d) { return _mm512_set1_ps(static_cast<float>(d)); }
+};
+
+struct F32 : PsOps {
+  using Elem = float;
+  using Reg = __m512;
+  static constexpr size_t kLanes = 16;
+  static Reg load(const Elem* p) { return _mm512_loadu_ps(p); }
+  static void store(Elem* p, Reg v) { _mm512_storeu_ps(p, v); }
+};
+
+struct F16 : PsOps {
+  using Elem = uint16_t;
+  using Reg = __m512;
+  static constexpr size_t kLanes = 16;
+  static Reg load(const Elem* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store(Elem* p, Reg v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+};
+
+// bfloat16 is widened in-lane: unpacking with zero puts each element in the high half of a
+// 32-bit lane, which is its float32 value, and packing the high halves back restores the
+// order, so no lane-crossing shuffle is needed. A register is 32 elements in two of float32.
+struct Bf16 {
+  using Elem = uint16_t;
+  struct Reg {
+    __m512 lo, hi;
+  };
+  static constexpr size_t kLanes = 32;
+  static Reg load(const Elem* p) {
+    __m512i x = _mm512_loadu_si512(p);
+    __m512i zero = _mm512_setzero_si512();
+    return {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
+            _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x))};
+  }
+  // Nearest even by the bias trick (add 0x7FFF plus the lowest kept bit); NaN is truncated and
+  // made quiet instead, as the bias could carry its payload into infinity. The result is in
+  // the low half of each 32-bit lane.
+  static __m512i narrow(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i top = _mm512_srli_epi32(u, 16);
+    __m512i bias =
+        _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFF));
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(rounded, nan, top, _mm512_set1_epi32(0x40));
+  }
+  // Every lane is below 0x10000, so the saturating pack only narrows.
+  static void store(Elem* p, Reg v) {
+    _mm512_storeu_si512(p, _mm512_packus_epi32(narrow(v.lo), narrow(v.hi)));
+  }
+  template <__m512 (*F)(__m512, __m512)>
+  static Reg both(Reg a, Reg b) {
+    return {F(a.lo, b.lo), F(a.hi, b.hi)};
+  }
+  static Reg sum(Reg a, Reg b) { return both<PsOps::sum>(a, b); }
+  static Reg prod(Reg a, Reg b) { return both<PsOps::prod>(a, b); }
+  static Reg min(Reg a, Reg b) { return both<PsOps::min>(a, b); }
+  static Reg max(Reg a, Reg b) { return both<PsOps::max>(a, b); }
+  static Reg div(Reg a, Reg b) { return both<PsOps::div>(a, b); }
+  static Reg splat(uint64_t d) { return {PsOps::splat(d), PsOps::splat(d)}; }
+};
+
+struct F64 {
+  using Elem = double;
+  using Reg = __m512d;
+  static constexpr size_t kLanes = 8;
+  static Reg load(const Elem* p) { return _mm512_loadu_pd(p); }
+  static void store(Elem* p, Reg v) { _mm512_storeu_pd(p, v); }
+  static Reg sum(Reg a, Reg b) { return _mm512_add_pd(a, b); }
+  static Reg prod(Reg a, Reg b) { return _mm512_mul_pd(a, b); }
+  static Reg min(Reg a, Reg b) {
+    return _mm512_mask_mov_pd(_mm512_min_pd(b, a), _mm512_cmp_pd_mask(b, b, _CMP_UNORD_Q), b);
+  }
+  static Reg max(Reg a, Reg b) {
+    return _mm512_mask_mov_pd(_mm512_max_pd(b, a), _mm512_cmp_pd_mask(b, b, _CMP_UNORD_Q), b);
+  }
+  static Reg div(Reg a, Reg b) { return _mm512_div_pd(a, b); }
+  static Reg splat(uint64_t d) { return _mm512_set1_pd(static_cast<double>(d)); }
+};
+
+template <class T>
+struct IntLanes {
+  using Elem = T;
+  using Reg = __m512i;
+  static constexpr size_t kLanes = 64 / sizeof(T);
+  static Reg load(const Elem* p) { return _mm512_loadu_si512(p); }
+  static void store(Elem* p, Reg v) { _mm512_storeu_si512(p, v); }
+};
+
+// No 8-bit multiply: multiply the even and the odd bytes as 16-bit lanes and keep the low byte
+// of each product (the same for signed and unsigned).
+__m512i mullo_epi8(__m512i a, __m512i b) {
+  __m512i even = _mm512_mullo_epi16(a, b);
+  __m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(a, 8), _mm512_srli_epi16(b, 8));
+  return _mm512_or_si512(_mm512_and_si512(even, _mm512_set1_epi16(0xFF)),
+                         _mm512_slli_epi16(odd, 8));
+}
+
+// vpmullq is AVX512DQ: lo*lo + ((hi*lo + lo*hi) << 32), modulo 2^64.
+__m512i mullo_epi64(__m512i a, __m512i b) {
+  __m512i cross = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(a, 32), b),
+                                   _mm512_mul_epu32(a, _mm512_srli_epi64(b, 32)));
+  return _mm512_add_epi64(_mm512_mul_epu32(a, b), _mm512_slli_epi64(cross, 32));
+}
+
+struct I8 : IntLanes<int8_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi8(a, b); }
+  static Reg prod(Reg a, Reg b) { return mullo_epi8(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epi8(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epi8(a, b); }
+};
+struct U8 : IntLanes<uint8_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi8(a, b); }
+  static Reg prod(Reg a, Reg b) { return mullo_epi8(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epu8(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epu8(a, b); }
+};
+struct I32 : IntLanes<int32_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi32(a, b); }
+  static Reg prod(Reg a, Reg b) { return _mm512_mullo_epi32(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epi32(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epi32(a, b); }
+};
+struct U32 : IntLanes<uint32_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi32(a, b); }
+  static Reg prod(Reg a, Reg b) { return _mm512_mullo_epi32(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epu32(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epu32(a, b); }
+};
+struct I64 : IntLanes<int64_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi64(a, b); }
+  static Reg prod(Reg a, Reg b) { return mullo_epi64(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epi64(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epi64(a, b); }
+};
+struct U64 : IntLanes<uint64_t> {
+  static Reg sum(Reg a, Reg b) { return _mm512_add_epi64(a, b); }
+  static Reg prod(Reg a, Reg b) { return mullo_epi64(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_epu64(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_epu64(a, b); }
+};
+
+template <class L, ReduceOp Op>
+typename L::Reg combine(typename L::Reg a, typename L::Reg b) {
+  if constexpr (Op == ReduceOp::kProd) {
+    return L::prod(a, b);
+  } else if constexpr (Op == ReduceOp::kMin) {
+    return L::min(a, b);
+  } else if constexpr (Op == ReduceOp::kMax) {
+    return L::max(a, b);
+  } else {
+    return L::sum(a, b);
+  }
+}
+
+template <class L, ReduceOp Op>
+void reduce_lanes(void* dst, const void* a, const void* b, size_t count, DataType type) {
+  using E = typename L::Elem;
+  auto* d = static_cast<E*>(dst);
+  const auto* x = static_cast<const E*>(a);
+  const auto* y = static_cast<const E*>(b);
+  constexpr size_t n = L::kLanes;
+  size_t i = 0;
+  // Four registers per step keep enough loads in flight to run at memory bandwidth. All four
+  // are loaded before any store, which is also what makes dst == a or dst == b safe.
+  for (; i + 4 * n <= count; i += 4 * n) {
+    auto r0 = combine<L, Op>(L::load(x + i), L::load(y + i));
+    auto r1 = combine<L, Op>(L::load(x + i + n), L::load(y + i + n));
+    auto r2 = combine<L, Op>(L::load(x + i + 2 * n), L::load(y + i + 2 * n));
+    auto r3 = combine<L, Op>(L::load(x + i + 3 * n), L::load(y + i + 3 * n));
+    L::store(d + i, r0);
+    L::store(d + i + n, r1);
+    L::store(d + i + 2 * n, r2);
+    L::store(d + i + 3 * n, r3);
+  }
+  for (; i + n <= count; i += n) L::store(d + i, combine<L, Op>(L::load(x + i), L::load(y + i)));
+  if (i < count) reduce_scalar(d + i, x + i, y + i, count - i, type, Op);
+}
+
+template <class L>
+void reduce_type(void* dst, const void* a, const void* b, size_t count, DataType type,
+                 ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd:
+      return reduce_lanes<L, ReduceOp::kProd>(dst, a, b, count, type);
+    case ReduceOp::kMin:
+      return reduce_lanes<L, ReduceOp::kMin>(dst, a, b, count, type);
+    case ReduceOp::kMax:
+      return reduce_lanes<L, ReduceOp::kMax>(dst, a, b, count, type);
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return reduce_lanes<L, ReduceOp::kSum>(dst, a, b, count, type);
+  }
+}
+
+// Floating-point types only; integer division stays scalar (once per chunk, at avg's end).
+template <class L>
+void divide_lanes(void* dst, const void* src, size_t count, DataType type, uint64_t divisor) {
+  using E = typename L::Elem;
+  auto* d = static_cast<E*>(dst);
+  const auto* s = static_cast<const E*>(src);
+  const auto q = L::splat(divisor);
+  size_t i = 0;
+  for (; i + L::kLanes <= count; i += L::kLanes) L::store(d + i, L::div(L::load(s + i), q));
+  if (i < count) divide_scalar(d + i, s + i, count - i, type, divisor);
+}
+
+}  // namespace
+
+void reduce_avx512(void* dst, const void* a, const void* b, size_t count, DataType type,
+                   ReduceOp op) {
+  switch (type) {
+    case DataType::kInt8:
+      return reduce_type<I8>(dst, a, b, count, type, op);
+    case DataType::kUint8:
+      return reduce_type<U8>(dst, a, b, count, type, op);
+    case DataType::kInt32:
+      return reduce_type<I32>(dst, a, b, count, type, op);
+    case DataType::kUint32:
+      return reduce_type<U32>(dst, a, b, count, type, op);
+    case DataType::kInt64:
+      return reduce_type<I64>(dst, a, b, count, type, op);
+    case DataType::kUint64:
+      return reduce_type<U64>(dst, a, b, count, type, op);
+    case DataType::kFloat16:
+      return reduce_type<F16>(dst, a, b, count, type, op);
+    case DataType::kBfloat16:
+      return reduce_type<Bf16>(dst, a, b, count, type, op);
+    case DataType::kFloat32:
+      return reduce_type<F32>(dst, a, b, count, type, op);
+    case DataType::kFloat64:
+      return reduce_type<F64>(dst, a, b, count, type, op);
+  }
+}
+
+void divide_avx512(void* dst, const void* src, size_t count, DataType type, uint64_t divisor) {
+  switch (type) {
+    case DataType::kFloat16:
+      return divide_lanes<F16>(dst, src, count, type, divisor);
+    case DataType::kBfloat16:
+      return divide_lanes<Bf16>(dst, src, count, type, divisor);
+    case DataType::kFloat32:
+      return divide_lanes<F32>(dst, src, count, type, divisor);
+    case DataType::kFloat64:
+      return divide_lanes<F64>(dst, src, count, type, divisor);
+    default:
+      return divide_scalar(dst, src, count, type, divisor);
+  }
+}
+
+}  // namespace roce::coll::detail

@@ -1,0 +1,167 @@
+// Test data for the collectives: inputs whose reductions are exact in every type and any order
+// (small integers: sums within every format's exact range, products of +-1 and +-2), the
+// reference result computed independently, and a bit-for-bit comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/reduce.h"
+#include "collectives/types.h"
+
+namespace roce::coll::test {
+
+// Element i of rank r's input for `op`, as an exact double.
+inline double input_value(int r, size_t i, ReduceOp op) {
+  if (op == ReduceOp::kProd) {
+    static constexpr double kFactors[] = {-2, -1, 1, 2, 1, 1, -1};
+    return kFactors[(i * 3 + size_t(r) * 5) % 7];
+  }
+  return double(int((i * 7 + size_t(r) * 13 + i / 5) % 9) - 4);
+}
+
+// Stores an exact value as `type` (integers wrap, as two's complement).
+inline void store(uint8_t* p, DataType t, double v) {
+  const int64_t iv = static_cast<int64_t>(v);
+  switch (t) {
+    case DataType::kInt8:
+    case DataType::kUint8:
+      *p = static_cast<uint8_t>(iv);
+      break;
+    case DataType::kInt32:
+    case DataType::kUint32: {
+      const uint32_t x = static_cast<uint32_t>(iv);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kInt64:
+    case DataType::kUint64:
+      std::memcpy(p, &iv, 8);
+      break;
+    case DataType::kFloat16: {
+      const uint16_t h = float_to_half(float(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t h = float_to_bfloat16(float(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case DataType::kFloat32: {
+      const float f = float(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(p, &v, 8);
+      break;
+  }
+}
+
+inline bool is_float(DataType t) { return t >= DataType::kFloat16; }
+inline bool is_signed(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64;
+}
+
+inline std::vector<uint8_t> make_input(int r, size_t count, DataType t, ReduceOp op,
+                                       size_t first = 0) {
+  const size_t es = size_of(t);
+  std::vector<uint8_t> v(count * es);
+  for (size_t i = 0; i < count; ++i) store(v.data() + i * es, t, input_value(r, first + i, op));
+  return v;
+}
+
+// An integer type's value of `bits` (its low bytes), as a signed or unsigned 64-bit value.
+inline int64_t as_signed(uint64_t bits, size_t es) {
+  const int shift = int(64 - 8 * es);
+  return static_cast<int64_t>(bits << shift) >> shift;
+}
+inline uint64_t as_unsigned(uint64_t bits, size_t es) {
+  return es == 8 ? bits : bits & ((uint64_t{1} << (8 * es)) - 1);
+}
+
+// Element i of the reduction over ranks 0..n-1, for an integer type (wrapping arithmetic).
+inline void reference_integer(uint8_t* p, int n, size_t i, DataType t, ReduceOp op) {
+  const size_t es = size_of(t);
+  const bool sgn = is_signed(t);
+  uint64_t acc = static_cast<uint64_t>(static_cast<int64_t>(input_value(0, i, op)));
+  for (int r = 1; r < n; ++r) {
+    const uint64_t x = static_cast<uint64_t>(static_cast<int64_t>(input_value(r, i, op)));
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += x;
+        break;
+      case ReduceOp::kProd:
+        acc *= x;
+        break;
+      case ReduceOp::kMin:
+        if (sgn ? as_signed(x, es) < as_signed(acc, es) : as_unsigned(x, es) < as_unsigned(acc, es))
+          acc = x;
+        break;
+      case ReduceOp::kMax:
+        if (sgn ? as_signed(x, es) > as_signed(acc, es) : as_unsigned(x, es) > as_unsigned(acc, es))
+          acc = x;
+        break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    acc = sgn ? static_cast<uint64_t>(as_signed(acc, es) / int64_t(n))
+              : as_unsigned(acc, es) / uint64_t(n);
+  }
+  std::memcpy(p, &acc, es);  // little-endian: the low bytes
+}
+
+// Element i of the reduction over ranks 0..n-1 (avg: the sum divided as the kernels divide).
+inline void reference_element(uint8_t* p, int n, size_t i, DataType t, ReduceOp op) {
+  if (!is_float(t)) return reference_integer(p, n, i, t, op);
+  double acc = input_value(0, i, op);
+  for (int r = 1; r < n; ++r) {
+    const double x = input_value(r, i, op);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += x;
+        break;
+      case ReduceOp::kProd:
+        acc *= x;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, x);
+        break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    acc = t == DataType::kFloat64 ? acc / n : double(float(acc) / float(n));
+  }
+  store(p, t, acc);
+}
+
+inline std::vector<uint8_t> reference(int n, size_t count, DataType t, ReduceOp op,
+                                      size_t first = 0) {
+  const size_t es = size_of(t);
+  std::vector<uint8_t> v(count * es);
+  for (size_t i = 0; i < count; ++i) reference_element(v.data() + i * es, n, first + i, t, op);
+  return v;
+}
+
+// Bit-for-bit; names the first differing element.
+inline ::testing::AssertionResult same_bytes(const uint8_t* got, const uint8_t* want, size_t bytes,
+                                             size_t es) {
+  if (bytes == 0 || std::memcmp(got, want, bytes) == 0) return ::testing::AssertionSuccess();
+  size_t i = 0;
+  while (std::memcmp(got + i, want + i, es) == 0) i += es;
+  return ::testing::AssertionFailure()
+         << "first difference at element " << i / es << " of " << bytes / es;
+}
+
+}  // namespace roce::coll::test
