@@ -14,7 +14,7 @@ namespace roce::coll {
 
 Communicator::Communicator(std::shared_ptr<Store> store, int rank, int size,
                            const CommOptions& options)
-    : store_(std::move(store)), options_(options) {
+    : store_(std::move(store)), options_(options), rank_(rank), size_(size) {
   transport_ = std::make_unique<Transport>(*store_, rank, size, options_);
   worker_ = std::make_unique<Worker>();
 }
@@ -45,7 +45,7 @@ std::unique_ptr<Communicator> Communicator::from_env(std::optional<int> rank,
 }
 
 Communicator::~Communicator() {
-  worker_.reset();  // finishes what was started
+  worker_.reset();  // finishes what was started (nothing, after abort())
   // A last barrier, so that no rank tears down its QPs while a peer still waits for the
   // acknowledgement of its last write (a lost ACK would then fail the peer's last operation).
   // Its own errors change nothing now.
@@ -59,10 +59,24 @@ Communicator::~Communicator() {
   }
 }
 
-int Communicator::rank() const { return transport_->rank(); }
-int Communicator::size() const { return transport_->size(); }
+int Communicator::rank() const { return rank_; }
+int Communicator::size() const { return size_; }
+
+Transport& Communicator::transport() {
+  if (!transport_) {
+    throw Error(ErrorKind::kInvalidArgument, "the communicator was aborted (abort())");
+  }
+  return *transport_;
+}
+
+void Communicator::abort() {
+  worker_.reset();
+  transport_.reset();
+}
 const CommOptions& Communicator::options() const { return options_; }
-std::string Communicator::describe() const { return transport_->device().describe(); }
+std::string Communicator::describe() const {
+  return transport_ ? transport_->device().describe() : "aborted";
+}
 
 // --- argument checks: one line saying what is wrong, before anything moves
 
@@ -104,13 +118,14 @@ Communicator::Call Communicator::make_call(OpKind kind, const char* name, size_t
 }
 
 void Communicator::run(Call call) {
+  Transport& t = transport();
   worker_->drain();
-  Op op(*transport_, std::move(call.label), call.sig);
+  Op op(t, std::move(call.label), call.sig);
   call.body(op);
 }
 
 Work Communicator::submit(Call call) {
-  Transport* t = transport_.get();
+  Transport* t = &transport();
   return Work(worker_->submit([t, call = std::move(call)] {
     Op op(*t, call.label, call.sig);
     call.body(op);
@@ -266,8 +281,9 @@ void Communicator::send(const void* buf, size_t count, DataType type, int peer) 
   check_type(type, ReduceOp::kSum, false);
   check_buffer(buf, count, type, "send");
   check_peer(peer, "send");
+  Transport& t = transport();
   worker_->drain();
-  Op o(*transport_, "send to rank " + std::to_string(peer),
+  Op o(t, "send to rank " + std::to_string(peer),
        op_signature(OpKind::kSendRecv, type, ReduceOp::kSum, -1, 0));
   send_to(o, buf, count, type, peer);
 }
@@ -276,8 +292,9 @@ void Communicator::recv(void* buf, size_t count, DataType type, int peer) {
   check_type(type, ReduceOp::kSum, false);
   check_buffer(buf, count, type, "recv");
   check_peer(peer, "recv");
+  Transport& t = transport();
   worker_->drain();
-  Op o(*transport_, "recv from rank " + std::to_string(peer),
+  Op o(t, "recv from rank " + std::to_string(peer),
        op_signature(OpKind::kSendRecv, type, ReduceOp::kSum, -1, 0));
   recv_from(o, buf, count, type, peer);
 }
@@ -291,6 +308,7 @@ void Communicator::check_peer(int peer, const char* what) const {
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  transport();
   worker_->drain();
   const std::string base = "split" + std::to_string(++splits_) + "/";
   Bytes mine(8);
@@ -321,14 +339,16 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 }
 
 void Communicator::register_memory(const void* p, size_t n) {
+  Transport& t = transport();
   worker_->drain();
   if (!p || !n) throw Error(ErrorKind::kInvalidArgument, "register_memory: empty range");
-  transport_->mrs().register_memory(p, n);
+  t.mrs().register_memory(p, n);
 }
 
 void Communicator::deregister_memory(const void* p) {
+  Transport& t = transport();
   worker_->drain();
-  if (!transport_->mrs().deregister_memory(p)) {
+  if (!t.mrs().deregister_memory(p)) {
     throw Error(ErrorKind::kInvalidArgument, "deregister_memory: not a registered buffer");
   }
 }

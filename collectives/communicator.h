@@ -107,6 +107,11 @@ class Communicator {
   void register_memory(const void* p, size_t n);
   void deregister_memory(const void* p);
 
+  // Tears the communicator down now, without the closing barrier (as ncclCommAbort): for a
+  // rank that gives up. Its peers' running and later operations fail, naming this rank. Every
+  // later call here throws.
+  void abort();
+
  private:
   struct Call {
     std::string label;
@@ -131,9 +136,11 @@ class Communicator {
   void check_root(int root, const char* what) const;
   void check_buffer(const void* p, size_t count, DataType type, const char* what) const;
   void check_peer(int peer, const char* what) const;
+  Transport& transport();
 
   std::shared_ptr<Store> store_;
   CommOptions options_;
+  int rank_, size_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Worker> worker_;
   uint64_t collectives_ = 0;  // issued so far: each one's number, in its signature

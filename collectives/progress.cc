@@ -42,8 +42,9 @@ void Transport::poll() {
   ibv_wc wc[32];
   const int n = ibv_poll_cq(cq_, 32, wc);
   if (n < 0) fail(Error(ErrorKind::kSystem, "ibv_poll_cq failed"));
-  for (int i = 0; i < n; ++i) dispatch(wc[i]);
-  if (n > 0) {
+  bool moved = false;
+  for (int i = 0; i < n; ++i) moved |= dispatch(wc[i]);
+  if (moved) {
     note_progress();
     idle_polls_ = 0;
   } else if (++idle_polls_ > 1024) {
@@ -58,13 +59,14 @@ void Transport::poll() {
   if ((++abort_scan_ & 15) == 0) check_aborts();
 }
 
-void Transport::dispatch(const ibv_wc& wc) {
+// Returns whether the operation moved: a probe answered by a live peer is not progress.
+bool Transport::dispatch(const ibv_wc& wc) {
   const WrKind kind = wr_kind(wc.wr_id);
   const int q = static_cast<int>(wr_peer(wc.wr_id));
-  if (q < 0 || q >= size_ || !peers_[q]) return;
+  if (q < 0 || q >= size_ || !peers_[q]) return false;
   Peer& p = *peers_[q];
   if (wc.status != IBV_WC_SUCCESS) {
-    if (failure_ || kind == WrKind::kAbort) return;  // flushed after we gave up; best effort
+    if (failure_ || kind == WrKind::kAbort) return false;  // flushed after we gave up
     std::string why = std::string(wr_kind_name(kind)) + " failed: " + ibv_wc_status_str(wc.status);
     if (wc.status == IBV_WC_RETRY_EXC_ERR) {
       why +=
@@ -89,8 +91,9 @@ void Transport::dispatch(const ibv_wc& wc) {
                    "rank " + std::to_string(q) + " wrote a message this rank did not grant", q));
       }
       check_post(p.post_recvs(1), "ibv_post_recv", q);
-      break;
+      return true;
   }
+  return false;
 }
 
 void Transport::check_aborts() {

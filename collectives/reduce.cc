@@ -169,7 +169,8 @@ void reduce_typed(void* dst, const void* a, const void* b, size_t count, ReduceO
   }
 }
 
-// x / divisor, the mathematical quotient truncated toward zero (divisor > 0).
+// x / divisor (> 0): integers truncate toward zero, as C's /; floats divide in their own
+// precision (float16 and bfloat16 in float32) and round once.
 template <class T>
 T quotient(T x, uint64_t divisor) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, Bf16>) {

@@ -45,42 +45,42 @@ struct F16 : PsOps {
   }
 };
 
-// bfloat16 is widened in-lane: unpacking with zero puts each element in the high half of a
-// 32-bit lane, which is its float32 value, and packing the high halves back restores the
-// order, so no lane-crossing shuffle is needed. A register is 16 elements in two of float32.
+// bfloat16 is a float32 with the low 16 bits dropped, so it widens and narrows without
+// shuffles: a register of 16 elements is two of float32, the even elements (shifted up) and
+// the odd ones (masked in place); narrowed, the odd ones stay in the high halves and the even
+// ones are shifted back down and blended between them.
 struct Bf16 {
   using Elem = uint16_t;
   struct Reg {
-    __m256 lo, hi;
+    __m256 even, odd;
   };
   static constexpr size_t kLanes = 16;
   static Reg load(const Elem* p) {
     __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    __m256i zero = _mm256_setzero_si256();
-    return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)),
-            _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x))};
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+            _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(-0x10000)))};
   }
-  // Nearest even by the bias trick (add 0x7FFF plus the lowest kept bit); NaN is truncated and
-  // made quiet instead, as the bias could carry its payload into infinity. The result is in
-  // the low half of each 32-bit lane.
-  static __m256i narrow(__m256 v) {
+  // Rounded to nearest even, in the high half of each 32-bit lane. Adding 0x8000 rounds up
+  // whatever is above the midpoint and the ties whose last kept bit is odd; a tie whose last
+  // kept bit is even (low 17 bits exactly 0x08000) takes 1 less, the compare's all-ones. NaN is
+  // made quiet instead, as rounding could carry its payload into infinity.
+  static __m256i narrow_high(__m256 v) {
     __m256i u = _mm256_castps_si256(v);
-    __m256i top = _mm256_srli_epi32(u, 16);
-    __m256i bias =
-        _mm256_add_epi32(_mm256_and_si256(top, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7FFF));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
-    __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    __m256i even_tie = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x1FFFF)),
+                                          _mm256_set1_epi32(0x8000));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x8000)), even_tie);
+    __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
     __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(rounded, quiet, nan);
+    return _mm256_blendv_epi8(r, quiet, nan);
   }
-  // Every lane is below 0x10000, so the saturating pack only narrows.
   static void store(Elem* p, Reg v) {
+    __m256i even = _mm256_srli_epi32(narrow_high(v.even), 16);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm256_packus_epi32(narrow(v.lo), narrow(v.hi)));
+                        _mm256_blend_epi16(even, narrow_high(v.odd), 0xAA));
   }
   template <__m256 (*F)(__m256, __m256)>
   static Reg both(Reg a, Reg b) {
-    return {F(a.lo, b.lo), F(a.hi, b.hi)};
+    return {F(a.even, b.even), F(a.odd, b.odd)};
   }
   static Reg sum(Reg a, Reg b) { return both<PsOps::sum>(a, b); }
   static Reg prod(Reg a, Reg b) { return both<PsOps::prod>(a, b); }

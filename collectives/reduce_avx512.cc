@@ -56,40 +56,41 @@ struct F16 : PsOps {
   }
 };
 
-// bfloat16 is widened in-lane: unpacking with zero puts each element in the high half of a
-// 32-bit lane, which is its float32 value, and packing the high halves back restores the
-// order, so no lane-crossing shuffle is needed. A register is 32 elements in two of float32.
+// bfloat16 is a float32 with the low 16 bits dropped, so it widens and narrows without
+// shuffles: a register of 32 elements is two of float32, the even elements (shifted up) and
+// the odd ones (masked in place); narrowed, the odd ones stay in the high halves and the even
+// ones are shifted back down and blended between them.
 struct Bf16 {
   using Elem = uint16_t;
   struct Reg {
-    __m512 lo, hi;
+    __m512 even, odd;
   };
   static constexpr size_t kLanes = 32;
   static Reg load(const Elem* p) {
     __m512i x = _mm512_loadu_si512(p);
-    __m512i zero = _mm512_setzero_si512();
-    return {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x)),
-            _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x))};
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(-0x10000)))};
   }
-  // Nearest even by the bias trick (add 0x7FFF plus the lowest kept bit); NaN is truncated and
-  // made quiet instead, as the bias could carry its payload into infinity. The result is in
-  // the low half of each 32-bit lane.
-  static __m512i narrow(__m512 v) {
+  // Rounded to nearest even, in the high half of each 32-bit lane. Adding 0x8000 rounds up
+  // whatever is above the midpoint and the ties whose last kept bit is odd; a tie whose last
+  // kept bit is even (low 17 bits exactly 0x08000) takes 1 less. NaN is made quiet instead, as
+  // rounding could carry its payload into infinity.
+  static __m512i narrow_high(__m512 v) {
     __m512i u = _mm512_castps_si512(v);
-    __m512i top = _mm512_srli_epi32(u, 16);
-    __m512i bias =
-        _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFF));
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    __mmask16 even_tie = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x1FFFF)),
+                                                 _mm512_set1_epi32(0x8000));
+    __m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x8000));
+    r = _mm512_mask_sub_epi32(r, even_tie, r, _mm512_set1_epi32(1));
     __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(rounded, nan, top, _mm512_set1_epi32(0x40));
+    return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
   }
-  // Every lane is below 0x10000, so the saturating pack only narrows.
   static void store(Elem* p, Reg v) {
-    _mm512_storeu_si512(p, _mm512_packus_epi32(narrow(v.lo), narrow(v.hi)));
+    __m512i even = _mm512_srli_epi32(narrow_high(v.even), 16);
+    _mm512_storeu_si512(p, _mm512_mask_blend_epi16(0xAAAAAAAA, even, narrow_high(v.odd)));
   }
   template <__m512 (*F)(__m512, __m512)>
   static Reg both(Reg a, Reg b) {
-    return {F(a.lo, b.lo), F(a.hi, b.hi)};
+    return {F(a.even, b.even), F(a.odd, b.odd)};
   }
   static Reg sum(Reg a, Reg b) { return both<PsOps::sum>(a, b); }
   static Reg prod(Reg a, Reg b) { return both<PsOps::prod>(a, b); }

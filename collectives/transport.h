@@ -60,7 +60,7 @@ class Transport {
   struct Scratch;
   void bring_up(Store& store);
   void teardown();
-  void dispatch(const ibv_wc& wc);
+  bool dispatch(const ibv_wc& wc);
   void check_aborts();
   void send_probes(const std::vector<int>& peers);
 

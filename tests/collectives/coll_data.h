@@ -3,8 +3,6 @@
 // reference result computed independently, and a bit-for-bit comparison.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -152,16 +150,6 @@ inline std::vector<uint8_t> reference(int n, size_t count, DataType t, ReduceOp 
   std::vector<uint8_t> v(count * es);
   for (size_t i = 0; i < count; ++i) reference_element(v.data() + i * es, n, first + i, t, op);
   return v;
-}
-
-// Bit-for-bit; names the first differing element.
-inline ::testing::AssertionResult same_bytes(const uint8_t* got, const uint8_t* want, size_t bytes,
-                                             size_t es) {
-  if (bytes == 0 || std::memcmp(got, want, bytes) == 0) return ::testing::AssertionSuccess();
-  size_t i = 0;
-  while (std::memcmp(got + i, want + i, es) == 0) i += es;
-  return ::testing::AssertionFailure()
-         << "first difference at element " << i / es << " of " << bytes / es;
 }
 
 }  // namespace roce::coll::test

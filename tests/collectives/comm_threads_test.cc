@@ -5,7 +5,7 @@
 
 #include <numeric>
 
-#include "coll_data.h"
+#include "coll_checks.h"
 #include "ranks.h"
 
 namespace roce::coll::test {
@@ -19,100 +19,6 @@ constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, Re
                              ReduceOp::kAvg};
 constexpr size_t kCounts[] = {0, 1, 7, 1023};
 
-std::string what(const char* op, size_t count, DataType t, ReduceOp rop, bool in_place,
-                 int root = -1) {
-  std::string s = std::string(op) + " count " + std::to_string(count) + " " + std::string(name(t)) +
-                  " " + std::string(name(rop)) + (in_place ? " in place" : " out of place");
-  if (root >= 0) s += " root " + std::to_string(root);
-  return s;
-}
-
-void check_all_reduce(Communicator& c, size_t count, DataType t, ReduceOp op, bool in_place) {
-  const size_t es = size_of(t);
-  auto in = make_input(c.rank(), count, t, op);
-  std::vector<uint8_t> out(count * es, 0xee);
-  uint8_t* dst = in_place ? in.data() : out.data();
-  c.all_reduce(in.data(), dst, count, t, op);
-  EXPECT_TRUE(same_bytes(dst, reference(c.size(), count, t, op).data(), count * es, es))
-      << what("all_reduce", count, t, op, in_place) << " rank " << c.rank();
-}
-
-void check_reduce_scatter(Communicator& c, size_t count, DataType t, ReduceOp op, bool in_place) {
-  const size_t es = size_of(t), n = c.size();
-  auto in = make_input(c.rank(), count * n, t, op);
-  std::vector<uint8_t> out(count * es, 0xee);
-  uint8_t* dst = in_place ? in.data() + c.rank() * count * es : out.data();
-  c.reduce_scatter(in.data(), dst, count, t, op);
-  const auto want = reference(c.size(), count, t, op, c.rank() * count);
-  EXPECT_TRUE(same_bytes(dst, want.data(), count * es, es))
-      << what("reduce_scatter", count, t, op, in_place) << " rank " << c.rank();
-}
-
-// Rank r's block of an all_gather / broadcast: its own input (ReduceOp::kSum's values).
-std::vector<uint8_t> block_of(int r, size_t count, DataType t) {
-  return make_input(r, count, t, ReduceOp::kSum);
-}
-
-void check_all_gather(Communicator& c, size_t count, DataType t, bool in_place) {
-  const size_t es = size_of(t), n = c.size();
-  std::vector<uint8_t> out(count * es * n, 0xee);
-  auto mine = block_of(c.rank(), count, t);
-  const uint8_t* src = mine.data();
-  if (in_place) {
-    std::copy(mine.begin(), mine.end(), out.begin() + c.rank() * count * es);
-    src = out.data() + c.rank() * count * es;
-  }
-  c.all_gather(src, out.data(), count, t);
-  for (int r = 0; r < c.size(); ++r) {
-    EXPECT_TRUE(
-        same_bytes(out.data() + r * count * es, block_of(r, count, t).data(), count * es, es))
-        << what("all_gather", count, t, ReduceOp::kSum, in_place) << " block " << r;
-  }
-}
-
-void check_broadcast(Communicator& c, size_t count, DataType t, bool in_place, int root) {
-  const size_t es = size_of(t);
-  auto in = block_of(root, count, t);
-  std::vector<uint8_t> out(count * es, 0xee);
-  if (in_place && c.rank() == root) out = in;
-  c.broadcast(c.rank() == root ? (in_place ? out.data() : in.data()) : nullptr, out.data(), count,
-              t, root);
-  EXPECT_TRUE(same_bytes(out.data(), in.data(), count * es, es))
-      << what("broadcast", count, t, ReduceOp::kSum, in_place, root) << " rank " << c.rank();
-}
-
-void check_reduce(Communicator& c, size_t count, DataType t, ReduceOp op, bool in_place, int root) {
-  const size_t es = size_of(t);
-  auto in = make_input(c.rank(), count, t, op);
-  std::vector<uint8_t> out(count * es, 0xee);
-  uint8_t* dst = in_place ? in.data() : out.data();
-  c.reduce(in.data(), dst, count, t, op, root);
-  if (c.rank() == root) {
-    EXPECT_TRUE(same_bytes(dst, reference(c.size(), count, t, op).data(), count * es, es))
-        << what("reduce", count, t, op, in_place, root);
-  }
-}
-
-// Block q of rank r's input: rank r's values for destination q.
-std::vector<uint8_t> a2a_block(int from, int to, size_t count, DataType t) {
-  return make_input(from * 31 + to, count, t, ReduceOp::kSum);
-}
-
-void check_all_to_all(Communicator& c, size_t count, DataType t, bool in_place) {
-  const size_t es = size_of(t), n = c.size(), b = count * es;
-  std::vector<uint8_t> in(b * n), out(b * n, 0xee);
-  for (size_t q = 0; q < n; ++q) {
-    auto blk = a2a_block(c.rank(), int(q), count, t);
-    std::copy(blk.begin(), blk.end(), in.begin() + q * b);
-  }
-  uint8_t* dst = in_place ? in.data() : out.data();
-  c.all_to_all(in.data(), dst, count, t);
-  for (size_t q = 0; q < n; ++q) {
-    EXPECT_TRUE(same_bytes(dst + q * b, a2a_block(int(q), c.rank(), count, t).data(), b, es))
-        << what("all_to_all", count, t, ReduceOp::kSum, in_place) << " from " << q;
-  }
-}
-
 class Collectives : public ::testing::TestWithParam<int> {};
 
 TEST_P(Collectives, AllReduceEveryTypeAndOp) {
@@ -120,7 +26,8 @@ TEST_P(Collectives, AllReduceEveryTypeAndOp) {
     for (DataType t : kTypes)
       for (ReduceOp op : kOps)
         for (size_t n : kCounts)
-          for (bool ip : {false, true}) check_all_reduce(c, n, t, op, ip);
+          for (bool ip : {false, true})
+            EXPECT_EQ(check_all_reduce(c, n, t, op, ip), "") << "rank " << c.rank();
   });
 }
 
@@ -129,7 +36,8 @@ TEST_P(Collectives, ReduceScatterEveryTypeAndOp) {
     for (DataType t : kTypes)
       for (ReduceOp op : kOps)
         for (size_t n : kCounts)
-          for (bool ip : {false, true}) check_reduce_scatter(c, n, t, op, ip);
+          for (bool ip : {false, true})
+            EXPECT_EQ(check_reduce_scatter(c, n, t, op, ip), "") << "rank " << c.rank();
   });
 }
 
@@ -139,7 +47,8 @@ TEST_P(Collectives, ReduceEveryTypeOpAndRoot) {
       for (DataType t : kTypes)
         for (ReduceOp op : kOps)
           for (size_t n : {size_t{0}, size_t{7}, size_t{1023}})
-            for (bool ip : {false, true}) check_reduce(c, n, t, op, ip, root);
+            for (bool ip : {false, true})
+              EXPECT_EQ(check_reduce(c, n, t, op, ip, root), "") << "rank " << c.rank();
   });
 }
 
@@ -148,9 +57,10 @@ TEST_P(Collectives, GatherBroadcastAndAllToAllEveryType) {
     for (DataType t : kTypes) {
       for (size_t n : kCounts) {
         for (bool ip : {false, true}) {
-          check_all_gather(c, n, t, ip);
-          check_all_to_all(c, n, t, ip);
-          for (int root : {0, c.size() - 1}) check_broadcast(c, n, t, ip, root);
+          EXPECT_EQ(check_all_gather(c, n, t, ip), "") << "rank " << c.rank();
+          EXPECT_EQ(check_all_to_all(c, n, t, ip), "") << "rank " << c.rank();
+          for (int root : {0, c.size() - 1})
+            EXPECT_EQ(check_broadcast(c, n, t, ip, root), "") << "rank " << c.rank();
         }
       }
     }
@@ -162,14 +72,23 @@ TEST_P(Collectives, LargeCounts) {
   const size_t n = (1u << 20) + 3;
   run_ranks(GetParam(), [n](Communicator& c) {
     for (bool ip : {false, true}) {
-      check_all_reduce(c, n, DataType::kFloat32, ReduceOp::kSum, ip);
-      check_all_reduce(c, n, DataType::kBfloat16, ReduceOp::kMax, ip);
-      check_all_reduce(c, n, DataType::kInt64, ReduceOp::kAvg, ip);
-      check_reduce_scatter(c, n / c.size() + 1, DataType::kFloat16, ReduceOp::kSum, ip);
-      check_all_gather(c, n / c.size() + 1, DataType::kInt32, ip);
-      check_broadcast(c, n, DataType::kFloat64, ip, c.size() - 1);
-      check_reduce(c, n, DataType::kFloat32, ReduceOp::kProd, ip, c.size() / 2);
-      check_all_to_all(c, n / c.size() + 1, DataType::kUint8, ip);
+      EXPECT_EQ(check_all_reduce(c, n, DataType::kFloat32, ReduceOp::kSum, ip), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_all_reduce(c, n, DataType::kBfloat16, ReduceOp::kMax, ip), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_all_reduce(c, n, DataType::kInt64, ReduceOp::kAvg, ip), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_reduce_scatter(c, n / c.size() + 1, DataType::kFloat16, ReduceOp::kSum, ip),
+                "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_all_gather(c, n / c.size() + 1, DataType::kInt32, ip), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_broadcast(c, n, DataType::kFloat64, ip, c.size() - 1), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_reduce(c, n, DataType::kFloat32, ReduceOp::kProd, ip, c.size() / 2), "")
+          << "rank " << c.rank();
+      EXPECT_EQ(check_all_to_all(c, n / c.size() + 1, DataType::kUint8, ip), "")
+          << "rank " << c.rank();
     }
   });
 }

@@ -1,6 +1,6 @@
 // N ranks as threads of one process, each with its own Communicator, all on one device of the
-// stack's libibverbs (net_null port: QPs of one device reach each other through its own GIDs,
-// as on a NIC, so no namespace is needed), meeting through an in-process HashStore.
+// stack's libibverbs (net_null port, receiving nothing: QPs of one device reach each other through
+// its own GIDs, as on a NIC, so no namespace is needed), meeting through an in-process HashStore.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@ namespace roce::coll::test {
 
 inline void use_loopback_device() {
   // Read by the shim on its first device listing; one device for the whole process.
-  setenv("ROCE_DEVICE", "name=coll0; port=net_null0; ipv4=10.77.0.1/24; mtu=4200", 0);
+  setenv("ROCE_DEVICE", "name=coll0; port=net_null0,no-rx=1; ipv4=10.77.0.1/24; mtu=4200", 0);
   unsetenv("ROCE_CONFIG");
 }
 

@@ -24,6 +24,11 @@
 #include "collectives/types.h"
 
 namespace roce::coll {
+
+// Test parameters by name in gtest's messages.
+void PrintTo(Isa isa, std::ostream* os) { *os << name(isa); }
+void PrintTo(DataType t, std::ostream* os) { *os << name(t); }
+
 namespace {
 
 constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
@@ -267,20 +272,9 @@ std::vector<uint64_t> special_values(DataType t) {
   Format f = format_of(t);
   uint64_t inf = inf_bits(f), sign = sign_bit(f), one = encode(t, 1.0);
   uint64_t quiet = 1ull << (f.mbits - 1);
-  std::vector<uint64_t> v = {0,
-                             1,
-                             3,
-                             1ull << f.mbits,
-                             inf - 1,
-                             one,
-                             one + 1,
-                             encode(t, 0.5),
-                             encode(t, 3.0),
-                             encode(t, std::ldexp(1.0, -f.mbits - 1)),
-                             inf,
-                             inf | quiet,
-                             inf | 1,
-                             inf | quiet | 5};
+  std::vector<uint64_t> v = {0,       1,   3,           1ull << f.mbits, inf - 1,        one,
+                             one + 1, inf, inf | quiet, inf | 1,         inf | quiet | 5};
+  for (double d : {0.5, 3.0, std::ldexp(1.0, -f.mbits - 1)}) v.push_back(encode(t, d));
   size_t n = v.size();
   for (size_t i = 0; i < n; ++i) v.push_back(v[i] | sign);
   return v;
