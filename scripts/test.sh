@@ -44,7 +44,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DROCE_SANITIZE=ON \
   -DROCE_WITH_DPDK=ON -DROCE_BENCHMARKS=OFF >/dev/null
 ninja -C build-asan -j "$jobs"
 step "test with ASan + UBSan (build-asan/)"
-(cd build-asan && ctest --output-on-failure -j "$jobs" -L 'unit|protocol|sim|dpdk|verbs|e2e' \
+(cd build-asan && ctest --output-on-failure -j "$jobs" -L 'unit|protocol|sim|dpdk|verbs|e2e|coll' \
   -E '^e2e_perftest_interop$')
 
 step "fuzz the parser, the engine, the neighbour agent and the configuration (build-fuzz/, clang libFuzzer)"

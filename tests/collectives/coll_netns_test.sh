@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The collectives across processes: N ranks of coll_check, each a stack instance in a network
+# namespace of its own on the testbed's bridge (net_af_packet), meeting through a TCP store at
+# rank 0 (MASTER_ADDR on the kernel's link), started as torchrun starts ranks (RANK,
+# WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+#
+#   coll_netns_test.sh COLL_CHECK N [--drop FRACTION] [--max-bytes BYTES]
+#     every operation, results compared bit for bit; --drop: the stack drops that fraction of
+#     the frames each instance sends and receives, and the results must still be exact.
+#   coll_netns_test.sh COLL_CHECK N --kill
+#     ranks AllReduce in a loop; rank N-1 is killed (SIGKILL) mid-collective: every other rank
+#     must fail within the configured timeout with an error naming it, and exit.
+E2E_NAME=coll
+BIN=${1:?coll_check binary}
+N=${2:?world size}
+shift 2
+DROP= MAX=$((64 << 20)) KILL=0
+while (($#)); do
+  case $1 in
+    --drop) DROP=$2; shift 2 ;;
+    --max-bytes) MAX=$2; shift 2 ;;
+    --kill) KILL=1; shift ;;
+    *) echo "coll_netns_test: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+[[ -n $DROP ]] && E2E_NAME=coll-drop
+((KILL)) && E2E_NAME=coll-kill
+source "$(dirname "$0")/../e2e/lib.sh"
+require_netns
+[[ -x $BIN ]] || die "no coll_check at $BIN"
+
+testbed_up "$N"
+port=$((20000 + $$ % 20000))
+timeout_ms=10000
+start_rank() {  # start_rank I EXTRA-DEVICE-KEYS ARGS...: rank I-1 in namespace I
+  local i=$1 extra=$2
+  shift 2
+  ip netns exec "${ROCE_TB_PREFIX}$i" env ROCE_DEVICE="$(device "$i" af_packet "$extra")" \
+    RANK=$((i - 1)) WORLD_SIZE="$N" MASTER_ADDR=10.78.0.1 MASTER_PORT="$port" \
+    ROCE_COLL_TIMEOUT_MS=$timeout_ms ROCE_COLL_IB_TIMEOUT=14 \
+    timeout 600 "$BIN" "$@" >"$WORK/rank$i.out" 2>&1 &
+  PIDS+=($!)
+}
+
+if ((KILL)); then
+  for ((i = 1; i <= N; i++)); do start_rank "$i" "" --loop; done
+  victim=$N
+  # Killed once every rank is well into the loop.
+  for ((t = 0; t < 600; t++)); do
+    grep -q "^iteration 20$" "$WORK/rank$victim.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q "^iteration 20$" "$WORK/rank$victim.out" || die "rank $((victim - 1)) never reached iteration 20"
+  # PIDS holds `timeout`; coll_check is its child.
+  pkill -KILL -P "${PIDS[victim - 1]}" || true
+  kill -KILL "${PIDS[victim - 1]}" 2>/dev/null || true
+  killed_at=$(date +%s%N)
+  log "killed rank $((victim - 1))"
+  for ((i = 1; i < N; i++)); do
+    rc=0
+    wait "${PIDS[i - 1]}" || rc=$?
+    took=$((($(date +%s%N) - killed_at) / 1000000))
+    ((rc == 2)) || die "rank $((i - 1)) exited $rc, not 2 (an error)"
+    grep -q "^error: peer $((victim - 1)): " "$WORK/rank$i.out" ||
+      die "rank $((i - 1)) did not name rank $((victim - 1)): $(grep error: "$WORK/rank$i.out")"
+    ((took <= timeout_ms + 5000)) || die "rank $((i - 1)) took $took ms (timeout $timeout_ms ms)"
+    log "rank $((i - 1)): $(grep '^error:' "$WORK/rank$i.out" | cut -c1-160) (after $took ms)"
+  done
+  log "PASS: every rank named rank $((victim - 1)) and exited"
+  exit 0
+fi
+
+for ((i = 1; i <= N; i++)); do
+  extra=
+  [[ -n $DROP ]] && extra="drop=$DROP; fault_seed=$((i * 7)); counters=$WORK/rank$i.counters"
+  start_rank "$i" "$extra" --max-bytes "$MAX"
+done
+fail=0
+for ((i = 1; i <= N; i++)); do
+  rc=0
+  wait "${PIDS[i - 1]}" || rc=$?
+  line=$(grep '^coll_check: rank .* checks passed' "$WORK/rank$i.out" || true)
+  log "rank $((i - 1)): exit $rc: ${line:-no result line}"
+  ((rc == 0)) && [[ $line == *", 0 failed"* ]] || fail=1
+done
+((fail == 0)) || die "a rank failed"
+if [[ -n $DROP ]]; then
+  # The loss was real: the fault injection's counters ("dropped rx N tx M") of every rank.
+  dropped=$(cat "$WORK"/rank*.counters |
+    awk '/^fault injection: dropped/ { s += $5 + $7 } END { print s + 0 }')
+  log "frames dropped, all ranks: $dropped"
+  ((dropped > 0)) || die "no frame was dropped"
+fi
+log "PASS: $N ranks, every result exact${DROP:+ with $DROP of the frames dropped}"
