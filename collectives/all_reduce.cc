@@ -44,7 +44,7 @@ void all_reduce_recursive_doubling(Op& op, const void* in, void* out, size_t cou
   const int n = op.size, r = op.rank;
   const size_t es = size_of(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
-  if (o != in) std::memcpy(o, in, bytes);
+  copy_local(o, in, bytes);
   if (count == 0) return;
   const Keys keys = op.keys(o, bytes);
   int pow2 = 1;
@@ -90,7 +90,7 @@ void all_gather_ring(Op& op, const void* in, void* out, size_t count, DataType t
   const size_t es = size_of(type);
   auto* o = static_cast<uint8_t*>(out);
   uint8_t* mine = o + op.rank * count * es;
-  if (mine != in) std::memcpy(mine, in, count * es);
+  copy_local(mine, in, count * es);
   ring_all_gather(op, o, equal_blocks(count, op.size), es, count * es);
 }
 

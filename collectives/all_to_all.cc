@@ -30,7 +30,7 @@ void all_to_all_v(Op& op, const void* in, const size_t* send_counts, const size_
     copy.assign(src, src + in_end);
     src = copy.data();
   }
-  std::memmove(dst + recv_displs[r] * es, src + send_displs[r] * es, send_counts[r] * es);
+  copy_local(dst + recv_displs[r] * es, src + send_displs[r] * es, send_counts[r] * es);
   if (n == 1) return;
   const Keys in_keys = op.keys(src, in_end), out_keys = op.keys(dst, out_end);
   const size_t per = op.chunk_bytes;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -68,5 +69,10 @@ inline Span chunk_of(size_t len, size_t per, size_t j) {
 }
 inline size_t chunks_for(size_t len, size_t per) { return (len + per - 1) / per; }
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// A local copy of n bytes (none when n is 0, where the buffers may be null; overlap allowed).
+inline void copy_local(void* dst, const void* src, size_t n) {
+  if (n && dst != src) std::memmove(dst, src, n);
+}
 
 }  // namespace roce::coll

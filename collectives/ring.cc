@@ -43,7 +43,7 @@ void ring_reduce_scatter(Op& op, const uint8_t* in, const Segments& seg, uint8_t
   const int n = op.size, r = op.rank;
   const size_t es = size_of(type);
   if (n == 1) {
-    if (dst != in + seg.off[0] * es) std::memmove(dst, in + seg.off[0] * es, seg.len[0] * es);
+    copy_local(dst, in + seg.off[0] * es, seg.len[0] * es);
     return;
   }
   const int left = mod(r - 1, n), right = mod(r + 1, n), steps = n - 1;

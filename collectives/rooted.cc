@@ -15,7 +15,7 @@ void broadcast_chain(Op& op, const void* in, void* out, size_t count, DataType t
   const size_t es = size_of(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
   const int pos = mod(op.rank - root, n);
-  if (pos == 0 && o != in && in) std::memcpy(o, in, bytes);
+  if (pos == 0) copy_local(o, in, bytes);
   if (n == 1 || count == 0) return;
   const int prev = mod(op.rank - 1, n), next = mod(op.rank + 1, n);
   const bool receives = pos > 0, forwards = pos < n - 1;
@@ -53,7 +53,7 @@ void reduce_chain(Op& op, const void* in, void* out, size_t count, DataType type
   auto* o = static_cast<uint8_t*>(out);
   const int pos = mod(op.rank - root - 1, n);  // root + 1 starts, root ends
   if (n == 1) {
-    if (o != src) std::memmove(o, src, bytes);
+    copy_local(o, src, bytes);
     return;
   }
   if (count == 0) return;
