@@ -72,6 +72,11 @@ Device::Device(const CommOptions& options) : options_(options) {
       throw Error(ErrorKind::kInvalidArgument, "ROCE_COLL_DEVICE='" + options.device +
                                                    "': no such device (there are: " + seen + ")");
     }
+    if (options.port) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "ROCE_COLL_PORT=" + std::to_string(options.port) +
+                      ": no device has that port ACTIVE (devices: " + seen + ")");
+    }
     throw Error(ErrorKind::kSystem, "no device has an ACTIVE port (devices: " + seen + ")");
   }
   choose_gid(options.gid_index);
