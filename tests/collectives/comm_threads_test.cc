@@ -93,6 +93,30 @@ TEST_P(Collectives, LargeCounts) {
   });
 }
 
+// 1 MiB + 3 elements for every operation x type x reduction, in place and out.
+TEST_P(Collectives, LargeCountsEveryTypeAndOp) {
+#ifdef ROCE_COLL_SANITIZER_BUILD
+  GTEST_SKIP() << "about 1 min here, many times that under ASan: the sanitizer build runs "
+                  "LargeCounts (every operation at this size) and the main build this one";
+#endif
+  const size_t n = (1u << 20) + 3;
+  run_ranks(GetParam(), [n](Communicator& c) {
+    const size_t block = n / c.size() + 1;
+    for (DataType t : kTypes) {
+      for (bool ip : {false, true}) {
+        for (ReduceOp op : kOps) {
+          EXPECT_EQ(check_all_reduce(c, n, t, op, ip), "") << "rank " << c.rank();
+          EXPECT_EQ(check_reduce_scatter(c, block, t, op, ip), "") << "rank " << c.rank();
+          EXPECT_EQ(check_reduce(c, n, t, op, ip, c.size() - 1), "") << "rank " << c.rank();
+        }
+        EXPECT_EQ(check_all_gather(c, block, t, ip), "") << "rank " << c.rank();
+        EXPECT_EQ(check_broadcast(c, n, t, ip, c.size() / 2), "") << "rank " << c.rank();
+        EXPECT_EQ(check_all_to_all(c, block, t, ip), "") << "rank " << c.rank();
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return std::to_string(info.param); });
 
