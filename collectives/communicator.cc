@@ -277,26 +277,24 @@ void Communicator::all_to_all_v(const void* in, const size_t* send_counts,
 
 // Point to point is not a collective: its signature carries no operation number, so sends and
 // receives between two ranks match one for one whatever else each rank does in between.
-void Communicator::send(const void* buf, size_t count, DataType type, int peer) {
+Communicator::Call Communicator::point_to_point_call(const char* what, const void* buf,
+                                                     size_t count, DataType type, int peer,
+                                                     std::function<void(Op&)> body) {
   check_type(type, ReduceOp::kSum, false);
-  check_buffer(buf, count, type, "send");
-  check_peer(peer, "send");
-  Transport& t = transport();
-  worker_->drain();
-  Op o(t, "send to rank " + std::to_string(peer),
-       op_signature(OpKind::kSendRecv, type, ReduceOp::kSum, -1, 0));
-  send_to(o, buf, count, type, peer);
+  check_buffer(buf, count, type, what);
+  check_peer(peer, what);
+  return Call{std::string(what) + " rank " + std::to_string(peer),
+              op_signature(OpKind::kSendRecv, type, ReduceOp::kSum, -1, 0), std::move(body)};
+}
+
+void Communicator::send(const void* buf, size_t count, DataType type, int peer) {
+  run(point_to_point_call("send", buf, count, type, peer,
+                          [=](Op& o) { send_to(o, buf, count, type, peer); }));
 }
 
 void Communicator::recv(void* buf, size_t count, DataType type, int peer) {
-  check_type(type, ReduceOp::kSum, false);
-  check_buffer(buf, count, type, "recv");
-  check_peer(peer, "recv");
-  Transport& t = transport();
-  worker_->drain();
-  Op o(t, "recv from rank " + std::to_string(peer),
-       op_signature(OpKind::kSendRecv, type, ReduceOp::kSum, -1, 0));
-  recv_from(o, buf, count, type, peer);
+  run(point_to_point_call("recv", buf, count, type, peer,
+                          [=](Op& o) { recv_from(o, buf, count, type, peer); }));
 }
 
 void Communicator::check_peer(int peer, const char* what) const {

@@ -129,6 +129,8 @@ class Communicator {
   Call reduce_call(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root);
   Call all_to_all_call(const void* in, void* out, size_t count, DataType type);
   Call barrier_call();
+  Call point_to_point_call(const char* what, const void* buf, size_t count, DataType type, int peer,
+                           std::function<void(Op&)> body);
   void run(Call call);
   Work submit(Call call);
   void drain();
