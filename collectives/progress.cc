@@ -105,13 +105,18 @@ void Transport::check_aborts() {
     std::memcpy(&a, slot, sizeof a);
     a.reason[sizeof a.reason - 1] = 0;
     if (a.check != abort_check(a)) continue;
-    const std::string who = a.failed_rank >= 0
-                                ? "rank " + std::to_string(a.failed_rank) +
-                                      " failed (reported by rank " + std::to_string(q) + ": "
-                                : "rank " + std::to_string(q) + " gave up (";
+    const bool about_us = a.failed_rank == rank_;
+    std::string who = "rank " + std::to_string(q) + " gave up (";
+    if (about_us) {
+      who = "rank " + std::to_string(q) + " gave up on this rank (";
+    } else if (a.failed_rank >= 0) {
+      who = "rank " + std::to_string(a.failed_rank) + " failed (reported by rank " +
+            std::to_string(q) + ": ";
+    }
+    const ErrorKind kind =
+        a.kind <= uint32_t(ErrorKind::kMismatch) ? ErrorKind(a.kind) : ErrorKind::kPeerFailed;
     failure_ =
-        Error(a.kind <= uint32_t(ErrorKind::kMismatch) ? ErrorKind(a.kind) : ErrorKind::kPeerFailed,
-              who + a.reason + ")", a.failed_rank >= 0 ? a.failed_rank : q);
+        Error(kind, who + a.reason + ")", a.failed_rank >= 0 && !about_us ? a.failed_rank : q);
     throw *failure_;
   }
 }
@@ -127,7 +132,9 @@ void Transport::fail(const Error& e) {
   notice->check = abort_check(*notice);
   int posted = 0;
   for (int q = 0; q < size_; ++q) {
-    if (q != rank_ && q != e.peer() && peers_[q]->write_abort(notice, control_mr_->lkey) == 0) {
+    // A dead peer gets none; a live one named by a timeout or a mismatch must learn of it too.
+    const bool dead = q == e.peer() && e.kind() == ErrorKind::kPeerFailed;
+    if (q != rank_ && !dead && peers_[q]->write_abort(notice, control_mr_->lkey) == 0) {
       ++posted;
     }
   }
@@ -161,13 +168,21 @@ void Transport::check_stall(const char* what, const std::vector<int>& peers) {
     send_probes(peers);
   }
   if (idle < options_.timeout) return;
-  std::string list;
-  for (int q : peers) list += (list.empty() ? "" : ", ") + std::to_string(q);
+  std::string list, silent;
+  for (int q : peers) {
+    list += (list.empty() ? "" : ", ") + std::to_string(q);
+    if (peers_[q]->probe_outstanding()) silent += (silent.empty() ? "" : ", ") + std::to_string(q);
+  }
+  // A probe still unanswered means the timeout is shorter than the QPs' retries
+  // (ROCE_COLL_IB_TIMEOUT x ROCE_COLL_RETRY_CNT): liveness is not known yet.
+  const std::string why =
+      silent.empty() ? ", which still acknowledge RDMA writes: alive but not in this operation (do "
+                       "all ranks call the same collectives in the same order?)"
+                     : "; no answer yet to liveness probes of rank " + silent +
+                           " (the timeout is shorter than the QPs' retries)";
   fail(Error(ErrorKind::kTimeout,
              std::string(what) + ": no progress for " + seconds(idle) + " waiting on rank" +
-                 (peers.size() > 1 ? "s " : " ") + list +
-                 ", which still acknowledge RDMA writes: alive but not in this operation (do all "
-                 "ranks call the same collectives in the same order?)",
+                 (peers.size() > 1 ? "s " : " ") + list + why,
              peers.size() == 1 ? peers[0] : -1));
 }
 

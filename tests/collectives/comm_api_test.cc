@@ -203,6 +203,36 @@ TEST(CommErrors, ARankThatLeavesIsNamedByEveryOtherRank) {
   EXPECT_EQ(named, 3);
 }
 
+// A live rank that does not call the collective: the one waiting on it times out naming it as
+// alive (its QPs answer the probes), and the late rank learns of the failure from the abort.
+TEST(CommErrors, ALiveRankThatNeverCallsIsNamedByATimeout) {
+  CommOptions o = test_options();
+  o.timeout = std::chrono::milliseconds(1500);
+  o.probe_interval = std::chrono::milliseconds(200);
+  o.ib_timeout = 12;
+  run_ranks(
+      2,
+      [&](Communicator& c) {
+        std::vector<int32_t> v(1000);
+        if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        try {
+          c.all_reduce(v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum);
+          ADD_FAILURE() << "rank " << c.rank() << ": no error";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::kTimeout) << e.what();
+          if (c.rank() == 0) {
+            EXPECT_EQ(e.peer(), 1) << e.what();
+            EXPECT_NE(std::string(e.what()).find("alive but not in this operation"),
+                      std::string::npos)
+                << e.what();
+          } else {
+            EXPECT_NE(std::string(e.what()).find("rank 0 gave up"), std::string::npos) << e.what();
+          }
+        }
+      },
+      o);
+}
+
 TEST(CommCApi, AllReduceThroughTheCApi) {
   use_loopback_device();
   char dir[] = "/tmp/roce-coll-capi-XXXXXX";
