@@ -31,5 +31,8 @@ void all_to_all_v(Op& op, const void* in, const size_t* send_counts, const size_
 void barrier_dissemination(Op& op);
 void send_to(Op& op, const void* buf, size_t count, DataType type, int peer);
 void recv_from(Op& op, void* buf, size_t count, DataType type, int peer);
+// Both at once (a ring of ranks each sending to the next and receiving from the one before).
+void send_recv(Op& op, const void* send_buf, int to, void* recv_buf, int from, size_t count,
+               DataType type);
 
 }  // namespace roce::coll

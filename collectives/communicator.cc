@@ -297,6 +297,15 @@ void Communicator::recv(void* buf, size_t count, DataType type, int peer) {
                           [=](Op& o) { recv_from(o, buf, count, type, peer); }));
 }
 
+void Communicator::send_recv(const void* send_buf, int to, void* recv_buf, int from, size_t count,
+                             DataType type) {
+  check_buffer(recv_buf, count, type, "send_recv");
+  check_peer(from, "send_recv");
+  run(point_to_point_call("send_recv", send_buf, count, type, to, [=](Op& o) {
+    coll::send_recv(o, send_buf, to, recv_buf, from, count, type);
+  }));
+}
+
 void Communicator::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size() || peer == rank()) {
     throw Error(ErrorKind::kInvalidArgument, std::string(what) + ": rank " + std::to_string(peer) +

@@ -85,6 +85,10 @@ class Communicator {
   // Point to point: each send must meet a recv of the same count and type on `peer`.
   void send(const void* buf, size_t count, DataType type, int peer);
   void recv(void* buf, size_t count, DataType type, int peer);
+  // A send to `to` and a receive from `from` at once (as ncclGroupStart / ncclSend / ncclRecv /
+  // ncclGroupEnd): ranks in a ring can all call it without waiting on each other.
+  void send_recv(const void* send_buf, int to, void* recv_buf, int from, size_t count,
+                 DataType type);
 
   // The same, started on the communicator's worker thread; they run in the order started, and
   // a blocking call first waits for those started before it.

@@ -42,6 +42,33 @@ void recv_from(Op& op, void* buf, size_t count, DataType type, int peer) {
   }
 }
 
+void send_recv(Op& op, const void* send_buf, int to, void* recv_buf, int from, size_t count,
+               DataType type) {
+  const size_t bytes = count * size_of(type), per = op.chunk_bytes;
+  const auto* src = static_cast<const uint8_t*>(send_buf);
+  auto* dst = static_cast<uint8_t*>(recv_buf);
+  const Keys skeys = op.keys(src, bytes), rkeys = op.keys(dst, bytes);
+  const uint64_t chunks = std::max<uint64_t>(1, chunks_for(bytes, per));
+  Peer& f = op.t.peer(from);
+  const uint64_t arrivals0 = f.arrivals();
+  uint64_t granted = 0, sent = 0;
+  while (sent < chunks || f.arrivals() - arrivals0 < chunks) {
+    while (granted < chunks) {
+      const Span sp = chunk_of(bytes, per, granted);
+      if (!op.try_grant(from, dst + sp.begin, sp.count, rkeys, bytes)) break;
+      ++granted;
+    }
+    while (sent < chunks) {
+      const Span sp = chunk_of(bytes, per, sent);
+      if (!op.try_send(to, src + sp.begin, sp.count, skeys.lkey, bytes)) break;
+      ++sent;
+    }
+    if (sent == chunks && f.arrivals() - arrivals0 == chunks) break;
+    op.progress({from, to});
+  }
+  op.drain_sends({to});
+}
+
 void barrier_dissemination(Op& op) {
   const int n = op.size, r = op.rank;
   for (int d = 1; d < n; d *= 2) {

@@ -153,8 +153,8 @@ inline std::string check_all_to_all_v(Communicator& c, size_t unit, DataType t) 
   return "";
 }
 
-// Each rank sends to r + 1 and receives from r - 1 (even ranks send first, so that two ranks
-// never both wait for the other's receive).
+// Each rank sends to r + 1 and receives from r - 1: with send_recv, and with send and recv (even
+// ranks send first, so that two ranks never both wait for the other's receive).
 inline std::string check_send_recv(Communicator& c, size_t count, DataType t) {
   const int n = c.size(), r = c.rank();
   if (n == 1) return "";
@@ -169,7 +169,11 @@ inline std::string check_send_recv(Communicator& c, size_t count, DataType t) {
     c.recv(got.data(), count, t, from);
     c.send(mine.data(), count, t, to);
   }
-  return failed("send/recv count " + std::to_string(count),
+  auto d = diff(got.data(), block_of(from * 7 + 1, count, t).data(), count * es, es);
+  if (!d.empty()) return "send/recv count " + std::to_string(count) + ": " + d;
+  std::fill(got.begin(), got.end(), 0xee);
+  c.send_recv(mine.data(), to, got.data(), from, count, t);
+  return failed("send_recv count " + std::to_string(count),
                 diff(got.data(), block_of(from * 7 + 1, count, t).data(), count * es, es));
 }
 
