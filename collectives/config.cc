@@ -94,7 +94,9 @@ CommOptions CommOptions::from_env(const EnvLookup& env) {
   apply(env, "ROCE_COLL_IB_TIMEOUT", o.ib_timeout, 1, 31);
   apply(env, "ROCE_COLL_RETRY_CNT", o.retry_count, 0, 6);  // 7 is infinite on rxe (config.h)
   apply(env, "ROCE_COLL_CHUNK", o.chunk_bytes, 4096, int64_t{1} << 30, true);
-  apply(env, "ROCE_COLL_SLOTS", o.slots, 2, 256);  // ring forwarding needs 2 (ring.cc)
+  apply(env, "ROCE_COLL_SLOTS", o.slots, 2, 256);
+  apply(env, "ROCE_COLL_RECV_BYTES", o.recv_budget, 4096, int64_t{1} << 40,
+        true);  // ring forwarding needs 2 (ring.cc)
   if (auto v = env("ROCE_COLL_ALGO")) {
     if (*v == "auto")
       o.all_reduce_algo = AllReduceAlgo::kAuto;

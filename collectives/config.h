@@ -29,6 +29,9 @@ struct CommOptions {
   // Data movement.
   uint32_t chunk_bytes = 256 * 1024;  // ROCE_COLL_CHUNK: bytes a grant covers at most
   uint32_t slots = 4;                 // ROCE_COLL_SLOTS: grants in flight per peer
+  // ROCE_COLL_RECV_BYTES: the most a rank has granted and not yet received, from all peers
+  // together (receiver-driven admission: an incast cannot overrun the receiver's port).
+  uint64_t recv_budget = 1 << 20;
   AllReduceAlgo all_reduce_algo = AllReduceAlgo::kAuto;  // ROCE_COLL_ALGO: auto | ring | rd
   uint64_t small_bytes = 64 * 1024;  // ROCE_COLL_SMALL_BYTES: auto picks rd at or below this
   bool cache_registrations = false;  // ROCE_COLL_REG_CACHE: keep implicit registrations

@@ -24,10 +24,11 @@ Keys Op::keys(const void* p, size_t n) { return n ? t.mrs().keys(p, n) : Keys{};
 
 bool Op::try_grant(int q, void* dst, size_t len, Keys k, uint64_t total) {
   Peer& p = t.peer(q);
-  if (!p.can_grant()) return false;
+  if (!p.can_grant() || !t.grant_fits(len)) return false;
   t.check_post(p.grant(reinterpret_cast<uintptr_t>(dst), k.rkey, static_cast<uint32_t>(len), sig_,
                        static_cast<uint32_t>(total)),
                "ibv_post_send(grant)", q);
+  t.on_granted(len);
   return true;
 }
 

@@ -13,7 +13,8 @@ Peer::Peer(int rank, ibv_qp* qp, uint32_t slots, const GrantRecord* ring, GrantR
       slots_(slots),
       ring_(ring),
       outbox_(outbox),
-      outbox_lkey_(outbox_lkey) {}
+      outbox_lkey_(outbox_lkey),
+      granted_len_(slots) {}
 
 int Peer::post_write(WrKind kind, const void* src, uint32_t lkey, uint32_t len, RemoteRegion to,
                      bool with_imm, uint32_t imm) {
@@ -38,12 +39,14 @@ int Peer::grant(uint64_t addr, uint32_t rkey, uint32_t len, uint32_t sig, uint32
   g.check = grant_check(g);
   const RemoteRegion to{remote_ring_.addr + slot * sizeof(GrantRecord), remote_ring_.rkey};
   if (int rc = post_write(WrKind::kGrant, &g, outbox_lkey_, sizeof g, to, false, 0)) return rc;
+  granted_len_[slot] = len;
   ++grants_posted_;
   return 0;
 }
 
-bool Peer::on_arrival(uint32_t imm) {
+bool Peer::on_arrival(uint32_t imm, uint32_t* granted) {
   if (imm != grant_seq(arrivals_)) return false;
+  *granted = granted_len_[arrivals_ % slots_];
   ++arrivals_;
   return true;
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "collectives/records.h"
 
@@ -44,8 +45,9 @@ class Peer {
   int grant(uint64_t addr, uint32_t rkey, uint32_t len, uint32_t sig, uint32_t total);
   uint64_t grants_posted() const { return grants_posted_; }
   uint64_t arrivals() const { return arrivals_; }
-  // A WRITE_WITH_IMM landed; false if its immediate is not the message we expect.
-  bool on_arrival(uint32_t imm);
+  // A WRITE_WITH_IMM landed; false if its immediate is not the message we expect. *granted:
+  // the length its grant allowed (what it gives back to the receive budget).
+  bool on_arrival(uint32_t imm, uint32_t* granted);
   int post_recvs(uint32_t n);
 
   // --- sender side
@@ -76,7 +78,8 @@ class Peer {
   RemoteRegion remote_ring_, remote_abort_, remote_probe_;
   uint64_t grants_posted_ = 0, arrivals_ = 0;
   uint64_t sends_posted_ = 0, sends_completed_ = 0;
-  GrantRecord current_{};  // the grant next_grant() read last
+  GrantRecord current_{};              // the grant next_grant() read last
+  std::vector<uint32_t> granted_len_;  // [message % slots]: the length of our grant for it
   bool current_valid_ = false;
   bool probe_outstanding_ = false;
 };

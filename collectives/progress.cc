@@ -86,10 +86,12 @@ bool Transport::dispatch(const ibv_wc& wc) {
     case WrKind::kAbort:
       break;
     case WrKind::kRecv:
-      if (!(wc.wc_flags & IBV_WC_WITH_IMM) || !p.on_arrival(ntohl(wc.imm_data))) {
+      uint32_t granted = 0;
+      if (!(wc.wc_flags & IBV_WC_WITH_IMM) || !p.on_arrival(ntohl(wc.imm_data), &granted)) {
         fail(Error(ErrorKind::kMismatch,
                    "rank " + std::to_string(q) + " wrote a message this rank did not grant", q));
       }
+      granted_bytes_ -= granted;
       check_post(p.post_recvs(1), "ibv_post_recv", q);
       return true;
   }

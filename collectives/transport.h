@@ -41,6 +41,13 @@ class Transport {
   // are reduced, not stored (allocated and registered on first use).
   uint8_t* scratch(int peer, Keys* keys);
 
+  // The receive budget (CommOptions::recv_budget): bytes granted to all peers together that
+  // have not arrived yet. A grant fits if nothing is outstanding or it stays within the budget.
+  bool grant_fits(uint64_t len) const {
+    return granted_bytes_ == 0 || granted_bytes_ + len <= options_.recv_budget;
+  }
+  void on_granted(uint64_t len) { granted_bytes_ += len; }
+
   // --- progress (progress.cc)
   // Drains the CQ and checks the abort slots; throws the communicator's Error once failed.
   void poll();
@@ -81,6 +88,7 @@ class Transport {
   std::chrono::steady_clock::time_point last_progress_{}, last_probe_{};
   uint32_t abort_scan_ = 0;
   uint32_t idle_polls_ = 0;
+  uint64_t granted_bytes_ = 0;
   bool connected_ = false;
 };
 

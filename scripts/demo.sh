@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The stack in one command, on a fresh Debian 12 machine: installs what is missing, builds
-# roce-perf, creates two network namespaces joined by a veth pair, runs a userspace RoCEv2 stack
-# instance in each (DPDK net_af_packet on the veth), and runs perftest's write_bw and send_lat
-# between them with roce-perf; prints perftest's output, and removes everything on the way out.
+# roce-perf and roce-coll-perf, creates two network namespaces joined by a veth pair, runs a
+# userspace RoCEv2 stack instance in each (DPDK net_af_packet on the veth), and runs perftest's
+# write_bw and send_lat between them with roce-perf; then four instances on a bridge run the
+# collectives' AllReduce and AlltoAll (roce-coll-perf through scripts/coll-run.sh), printing
+# nccl-tests' tables; removes everything on the way out.
 #
 #   scripts/demo.sh [--build-dir DIR] [--skip-build] [--vdev af_packet|pcap]
 #
-# Needs root for the namespaces (sudo is used when run as another user). About 15 s after the
+# Needs root for the namespaces (sudo is used when run as another user). About 40 s after the
 # build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +38,15 @@ step() { printf '\n=== %s ===\n' "$*"; }
 if ((skip_build == 0)); then
   step "dependencies"
   "$root/scripts/install-deps.sh"
-  step "build roce-perf ($build_dir, RelWithDebInfo)"
+  step "build roce-perf and roce-coll-perf ($build_dir, RelWithDebInfo)"
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  ninja -C "$build_dir" roce-perf
+  ninja -C "$build_dir" roce-perf roce-coll-perf
 fi
 perf=$build_dir/apps/roce-perf
-[[ -x $perf ]] || { echo "demo: no $perf (build it, or drop --skip-build)" >&2; exit 1; }
+coll_perf=$build_dir/apps/roce-coll-perf
+for t in "$perf" "$coll_perf"; do
+  [[ -x $t ]] || { echo "demo: no $t (build it, or drop --skip-build)" >&2; exit 1; }
+done
 
 export ROCE_TB_PREFIX=${ROCE_DEMO_PREFIX:-roce-demo-}
 # One demo per prefix at a time: a second would tear down the first's namespaces on its way up.
@@ -107,5 +112,17 @@ run write_bw write_bw -s 65536 -n 5000
 step "SEND latency (perftest's ib_send_lat), the engine driven by the test thread"
 run send_lat send_lat -s 2 -n 1000 --inline-engine
 
+# coll NAME ARGS...: roce-coll-perf as 4 ranks, one stack instance each, on a bridge.
+coll() {
+  echo "\$ scripts/coll-run.sh -n 4 -- roce-coll-perf $*"
+  $SUDO env ROCE_TB_PREFIX="$ROCE_TB_PREFIX" "$root/scripts/coll-run.sh" -n 4 --vdev "$vdev" \
+    --timeout 120 -- "$coll_perf" "$@" || { echo "demo: roce-coll-perf $1 failed" >&2; exit 1; }
+}
+step "collectives: AllReduce across 4 stack instances (nccl-tests' all_reduce_perf)"
+coll all_reduce -b 8 -e 16M -f 8 -n 5
+step "collectives: AlltoAll across 4 stack instances (nccl-tests' alltoall_perf)"
+coll alltoall -b 1K -e 16M -f 4 -n 5
+
 step "done"
-echo "More: $perf --help; scripts/testbed.sh; tests/e2e/ (verified transfers, faults, captures)."
+echo "More: $perf --help, $coll_perf --help; scripts/testbed.sh, scripts/coll-run.sh;"
+echo "tests/e2e/ and tests/collectives/ (verified transfers and collectives, faults, captures)."

@@ -52,6 +52,30 @@ TEST_P(CommApi, SmallChunksAndForcedAlgorithms) {
   }
 }
 
+// A receive budget of one page: a rank grants one chunk at a time over all its peers, and every
+// operation still completes (a grant always goes out when nothing is outstanding).
+TEST_P(CommApi, EveryOperationWithinAOnePageReceiveBudget) {
+  CommOptions o = test_options();
+  o.chunk_bytes = 4096;
+  o.recv_budget = 4096;
+  run_ranks(
+      GetParam(),
+      [](Communicator& c) {
+        EXPECT_EQ(check_all_reduce(c, 30001, DataType::kFloat32, ReduceOp::kSum, false), "");
+        EXPECT_EQ(check_all_reduce(c, 100, DataType::kInt8, ReduceOp::kMax, true), "");
+        EXPECT_EQ(check_reduce_scatter(c, 5001, DataType::kBfloat16, ReduceOp::kSum, true), "");
+        EXPECT_EQ(check_all_gather(c, 5001, DataType::kInt32, false), "");
+        EXPECT_EQ(check_broadcast(c, 20001, DataType::kFloat64, true, 0), "");
+        EXPECT_EQ(check_reduce(c, 20001, DataType::kInt64, ReduceOp::kAvg, false, c.size() - 1),
+                  "");
+        EXPECT_EQ(check_all_to_all(c, 7001, DataType::kFloat16, false), "");
+        EXPECT_EQ(check_all_to_all_v(c, 3001, DataType::kUint8), "");
+        EXPECT_EQ(check_send_recv(c, 9001, DataType::kUint32), "");
+        c.barrier();
+      },
+      o);
+}
+
 TEST_P(CommApi, AsyncOperationsRunInOrderAndOverlapTheCaller) {
   run_ranks(GetParam(), [](Communicator& c) {
     const size_t n = 300000;

@@ -37,6 +37,7 @@ TEST(CommOptions, Defaults) {
   EXPECT_EQ(o.retry_count, 6);  // finite on rxe and on this stack (7 retries for ever there)
   EXPECT_EQ(o.chunk_bytes, 256u * 1024);
   EXPECT_EQ(o.slots, 4u);
+  EXPECT_EQ(o.recv_budget, 1u << 20);
   EXPECT_EQ(o.timeout, std::chrono::seconds(30));
   EXPECT_EQ(o.all_reduce_algo, AllReduceAlgo::kAuto);
 }
@@ -54,6 +55,7 @@ TEST(CommOptions, EveryVariableApplies) {
       {"ROCE_COLL_RETRY_CNT", "3"},
       {"ROCE_COLL_CHUNK", "1M"},
       {"ROCE_COLL_SLOTS", "8"},
+      {"ROCE_COLL_RECV_BYTES", "4M"},
       {"ROCE_COLL_ALGO", "ring"},
       {"ROCE_COLL_SMALL_BYTES", "32K"},
       {"ROCE_COLL_REG_CACHE", "1"},
@@ -72,6 +74,7 @@ TEST(CommOptions, EveryVariableApplies) {
   EXPECT_EQ(o.retry_count, 3);
   EXPECT_EQ(o.chunk_bytes, 1u << 20);
   EXPECT_EQ(o.slots, 8u);
+  EXPECT_EQ(o.recv_budget, 4u << 20);
   EXPECT_EQ(o.all_reduce_algo, AllReduceAlgo::kRing);
   EXPECT_EQ(o.small_bytes, 32u * 1024);
   EXPECT_TRUE(o.cache_registrations);
