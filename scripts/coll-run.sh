@@ -16,6 +16,8 @@
 #   --logs DIR            keep every rank's output there (default: a temporary folder, kept
 #                         when a rank fails)
 #   --timeout SECONDS     each rank's limit (default 600)
+# Each rank also gets ROCE_TB_OOB_ADDR, its namespace's address on the kernel's link (for
+# programs that use kernel TCP, such as the baselines of scripts/coll-baselines.sh).
 # Exit: 0 when every rank exits 0, else the first non-zero status among the ranks.
 set -euo pipefail
 usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
@@ -82,8 +84,9 @@ for ((r = 0; r < n; r++)); do
     openmpi) vars=(OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=0) ;;
     slurm) vars=(SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=0) ;;
   esac
+  oob=$("$testbed" env "$i" | sed -n "s/^TB_OOB_ADDR=//p")
   ip netns exec "${ROCE_TB_PREFIX}$i" env "${vars[@]}" MASTER_ADDR="$master" MASTER_PORT="$port" \
-    ROCE_DEVICE="$device" timeout -k 5 "$limit" "$@" >"$logs/rank$r.log" 2>&1 &
+    ROCE_DEVICE="$device" ROCE_TB_OOB_ADDR="$oob" timeout -k 5 "$limit" "$@" >"$logs/rank$r.log" 2>&1 &
   pids+=($!)
 done
 tail -n +1 -f "$logs/rank0.log" --pid "${pids[0]}" &

@@ -1,0 +1,130 @@
+// The Gloo baseline (Debian's libgloo, TCP transport): AllreduceRingChunked (Gloo's
+// ring-chunked AllReduce) or gloo::alltoall between ranks started as torchrun starts them, on
+// the kernel's TCP; prints rows in roce-coll-perf's (nccl-tests') layout so that
+// scripts/coll-baselines.sh can put them side by side. Gloo runs AllReduce in place and AlltoAll
+// out of place only: that one measurement fills both placements' columns; #wrong is N/A (not
+// checked).
+//   gloo-bench all_reduce|alltoall --store DIR --host ADDR [-b 8] [-e 64M] [-f 2] [-n 20] [-w 2]
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "apps/coll_perf/options.h"
+#include "apps/coll_perf/report.h"
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v)
+    throw std::invalid_argument(std::string(name) + " is not set (start it as torchrun does)");
+  return std::atoi(v);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using roce::coll::perf::parse_size;
+  try {
+    if (argc < 2)
+      throw std::invalid_argument(
+          "usage: gloo-bench all_reduce|alltoall --store DIR --host ADDR [-b] [-e] [-f] [-n] [-w]");
+    const std::string op = argv[1];
+    if (op != "all_reduce" && op != "alltoall")
+      throw std::invalid_argument("OP: all_reduce or alltoall");
+    std::string store_dir, host;
+    size_t min_bytes = 8, max_bytes = 64 << 20;
+    double factor = 2;
+    int iters = 20, warmup = 2;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string f = argv[i], v = argv[i + 1];
+      if (f == "--store")
+        store_dir = v;
+      else if (f == "--host")
+        host = v;
+      else if (f == "-b")
+        min_bytes = parse_size(v);
+      else if (f == "-e")
+        max_bytes = parse_size(v);
+      else if (f == "-f")
+        factor = std::stod(v);
+      else if (f == "-n")
+        iters = std::stoi(v);
+      else if (f == "-w")
+        warmup = std::stoi(v);
+      else
+        throw std::invalid_argument("unknown option " + f);
+    }
+    if (host.empty() && std::getenv("ROCE_TB_OOB_ADDR")) host = std::getenv("ROCE_TB_OOB_ADDR");
+    if (store_dir.empty() || host.empty()) {
+      throw std::invalid_argument("--store DIR and --host ADDR (or ROCE_TB_OOB_ADDR) are needed");
+    }
+    const int rank = env_int("RANK"), size = env_int("WORLD_SIZE");
+    gloo::transport::tcp::attr attr(host.c_str());
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore file_store(store_dir);
+    gloo::rendezvous::PrefixStore store("gloo-bench", file_store);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    ctx->connectFullMesh(store, dev);
+    if (rank == 0) {
+      std::printf(
+          "# gloo-bench: %s, Gloo %s over kernel TCP, %d ranks (one placement: both columns)\n",
+          op == "all_reduce" ? "AllreduceRingChunked" : "gloo::alltoall", "0.0~git20220518", size);
+      std::fputs(roce::coll::perf::table_header().c_str(), stdout);
+    }
+    std::vector<roce::coll::perf::Row> rows;
+    for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = size_t(double(bytes) * factor)) {
+      size_t count = bytes / 4;
+      if (op == "alltoall") count = count / size * size;
+      std::vector<float> in(count, 1.0f), out(count);
+      std::vector<float*> ptrs{in.data()};
+      std::unique_ptr<gloo::AllreduceRingChunked<float>> ar;
+      if (op == "all_reduce")
+        ar = std::make_unique<gloo::AllreduceRingChunked<float>>(ctx, ptrs, int(count));
+      auto once = [&] {
+        if (ar) {
+          ar->run();
+        } else {
+          gloo::AlltoallOptions o(ctx);
+          o.setInput(in.data(), count);
+          o.setOutput(out.data(), count);
+          gloo::alltoall(o);
+        }
+      };
+      for (int i = 0; i < warmup; ++i) once();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) once();
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      roce::coll::perf::Placement p;
+      p.time_us = sec * 1e6;
+      p.algbw = double(count * 4) / 1e9 / sec;
+      p.busbw = p.algbw * (op == "all_reduce" ? 2.0 * (size - 1) / size : double(size - 1) / size);
+      p.wrong = -1;
+      roce::coll::perf::Row row{count * 4, count, "float", op == "all_reduce" ? "sum" : "none",
+                                -1,        p,     p};
+      if (rank == 0) {
+        std::fputs(roce::coll::perf::row_line(row).c_str(), stdout);
+        std::fflush(stdout);
+      }
+      rows.push_back(row);
+      if (size_t(double(bytes) * factor) <= bytes) break;
+    }
+    if (rank == 0) {
+      std::printf("# %-20s : %g \n", "Avg bus bandwidth", roce::coll::perf::average_busbw(rows));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gloo-bench: %s\n", e.what());
+    return 2;
+  }
+}
