@@ -48,13 +48,13 @@ Communicator::~Communicator() {
   worker_.reset();  // finishes what was started (nothing, after abort())
   // A last barrier, so that no rank tears down its QPs while a peer still waits for the
   // acknowledgement of its last write (a lost ACK would then fail the peer's last operation).
-  // Its own errors change nothing now.
+  // Its own errors change nothing now, and none may leave a destructor.
   if (transport_ && !transport_->failure() && size() > 1) {
     try {
       Op op(*transport_, "closing barrier",
             op_signature(OpKind::kBarrier, DataType::kUint8, ReduceOp::kSum, -1, ++collectives_));
       barrier_dissemination(op);
-    } catch (const Error&) {
+    } catch (...) {
     }
   }
 }
@@ -73,6 +73,7 @@ void Communicator::abort() {
   worker_.reset();
   transport_.reset();
 }
+
 const CommOptions& Communicator::options() const { return options_; }
 std::string Communicator::describe() const {
   return transport_ ? transport_->device().describe() : "aborted";
