@@ -47,11 +47,11 @@ inline uint32_t grant_check(const GrantRecord& g) {
 struct AbortRecord {
   uint32_t magic;  // kAbortMagic once written
   int32_t failed_rank;
-  uint32_t kind;    // ErrorKind
-  uint32_t check;   // mix32 of the fields above and the reason
-  char reason[48];  // what the reporter saw, NUL-terminated
+  uint32_t kind;     // ErrorKind
+  uint32_t check;    // mix32 of the fields above and the reason
+  char reason[112];  // what the reporter saw, NUL-terminated
 };
-static_assert(sizeof(AbortRecord) == 64);
+static_assert(sizeof(AbortRecord) == 128);
 inline constexpr uint32_t kAbortMagic = 0xab0e7ed5u;
 inline uint32_t abort_check(const AbortRecord& a) {
   uint64_t head = 0;

@@ -36,6 +36,8 @@ tb=$root/scripts/testbed.sh
 trap '"$tb" down >/dev/null 2>&1' EXIT
 "$tb" up "$n" >"$out/testbed.log"
 run_coll() { "$root/scripts/coll-run.sh" -n "$n" --reuse --timeout 900 -- "$@"; }
+dev() { "$tb" env "$1" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p"; }
+size=16777216  # write_bw's message: the largest size the collectives are compared at
 gloo=$build/apps/gloo-bench
 [[ -x $gloo ]] || echo "coll-baselines: no $gloo (apt-get install libgloo-dev, rebuild): Gloo skipped"
 for ((r = 1; r <= runs; r++)); do
@@ -51,8 +53,6 @@ for ((r = 1; r <= runs; r++)); do
     fi
   done
   echo "coll-baselines: run $r: write_bw" >&2
-  dev() { "$tb" env "$1" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p"; }
-  size=16777216
   timeout 120 ip netns exec "${ROCE_TB_PREFIX}1" "$build/apps/roce-perf" write_bw -s $size -n 200 \
     --device "$(dev 1)" >"$out/write_bw.server.$r.txt" 2>&1 &
   spid=$!

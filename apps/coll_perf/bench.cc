@@ -49,6 +49,16 @@ Bench::Bench(Communicator& comm, const Options& o) : comm_(comm), o_(o) {
   comm_.register_memory(recv_, capacity_);
 }
 
+Bench::~Bench() {
+  try {  // a communicator that failed has nothing to deregister
+    comm_.deregister_memory(send_);
+    comm_.deregister_memory(recv_);
+  } catch (const Error&) {
+  }
+  std::free(send_);
+  std::free(recv_);
+}
+
 // The buffers of one run: in place, the input lives in the output buffer where nccl-tests puts
 // it (all_gather: this rank's block; reduce_scatter: the whole input, the output inside it).
 Work Bench::once(const Case& k, bool ip, bool async) {

@@ -33,6 +33,9 @@ struct Case {
 class Bench {
  public:
   Bench(Communicator& comm, const Options& o);
+  ~Bench();
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
   // Times one placement (iterations after warm-up, aggregated over ranks by -a) and checks it
   // (-c runs, wrong elements summed over ranks; -1 when not checked).
   Placement run(const Case& k, bool in_place);
