@@ -3,61 +3,15 @@
 #include <cstring>
 #include <vector>
 
+#include "apps/coll_perf/exact_values.h"
 #include "collectives/reduce.h"
 
 namespace roce::coll::perf {
 namespace {
 
-// Element i of the data that `seed` (a rank, or a sender-receiver pair) contributes.
-double value(int seed, size_t i, ReduceOp op) {
-  if (op == ReduceOp::kProd) {
-    static constexpr double kFactors[] = {-2, -1, 1, 2, 1, 1, -1};
-    return kFactors[(i * 3 + size_t(seed) * 5) % 7];
-  }
-  return double(int((i * 7 + size_t(seed) * 13 + i / 5) % 9) - 4);
-}
-
-void put(uint8_t* p, DataType t, double v) {
-  const int64_t iv = static_cast<int64_t>(v);
-  switch (t) {
-    case DataType::kInt8:
-    case DataType::kUint8:
-      *p = static_cast<uint8_t>(iv);
-      return;
-    case DataType::kInt32:
-    case DataType::kUint32: {
-      const uint32_t x = static_cast<uint32_t>(iv);
-      std::memcpy(p, &x, 4);
-      return;
-    }
-    case DataType::kInt64:
-    case DataType::kUint64:
-      std::memcpy(p, &iv, 8);
-      return;
-    case DataType::kFloat16: {
-      const uint16_t h = float_to_half(float(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case DataType::kBfloat16: {
-      const uint16_t h = float_to_bfloat16(float(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case DataType::kFloat32: {
-      const float f = float(v);
-      std::memcpy(p, &f, 4);
-      return;
-    }
-    case DataType::kFloat64:
-      std::memcpy(p, &v, 8);
-      return;
-  }
-}
-
 void generate(uint8_t* p, size_t count, DataType t, ReduceOp op, int seed, size_t first = 0) {
   const size_t es = size_of(t);
-  for (size_t i = 0; i < count; ++i) put(p + i * es, t, value(seed, first + i, op));
+  for (size_t i = 0; i < count; ++i) store_exact(p + i * es, t, exact_value(seed, first + i, op));
 }
 
 std::vector<uint8_t> generated(size_t count, DataType t, ReduceOp op, int seed, size_t first = 0) {
