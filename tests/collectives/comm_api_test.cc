@@ -243,7 +243,8 @@ TEST(CommErrors, ALiveRankThatNeverCallsIsNamedByATimeout) {
       2,
       [&](Communicator& c) {
         std::vector<int32_t> v(1000);
-        if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        // Well past rank 0's timeout, so that a loaded machine cannot let rank 1 in on time.
+        if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4500));
         try {
           c.all_reduce(v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum);
           ADD_FAILURE() << "rank " << c.rank() << ": no error";
