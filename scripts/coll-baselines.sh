@@ -5,6 +5,9 @@
 #             scripts/coll-run.sh)
 #   Gloo      gloo-bench all_reduce (AllreduceRingChunked) / alltoall over kernel TCP on the
 #             testbed's kernel link (Debian's libgloo-dev; skipped, saying so, without it)
+#   Open MPI  mpi-bench (MPI_Allreduce / MPI_Alltoall, --mca pml ob1 --mca btl tcp,self) on the
+#             same link, mpirun entering the namespaces through scripts/mpi-netns-agent.sh
+#             (openmpi-bin and libopenmpi-dev; skipped, saying so, without them)
 #   ceiling   roce-perf write_bw between two of the instances at the largest size (the
 #             transport's one-way bandwidth on this testbed)
 # R times each (default 3), alternating; prints the median busbw per size (GB/s) of each series
@@ -40,6 +43,15 @@ dev() { "$tb" env "$1" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p"; }
 size=16777216  # write_bw's message: the largest size the collectives are compared at
 gloo=$build/apps/gloo-bench
 [[ -x $gloo ]] || echo "coll-baselines: no $gloo (apt-get install libgloo-dev, rebuild): Gloo skipped"
+mpi=$build/apps/mpi-bench
+[[ -x $mpi ]] && command -v mpirun >/dev/null ||
+  echo "coll-baselines: no $mpi or mpirun (apt-get install openmpi-bin libopenmpi-dev, rebuild): Open MPI skipped"
+hosts=$(for ((i = 1; i <= n; i++)); do "$tb" env "$i" | sed -n 's/^TB_OOB_ADDR=//p'; done | paste -sd,)
+run_mpi() {
+  timeout 900 ip netns exec "${ROCE_TB_PREFIX}1" mpirun --allow-run-as-root -np "$n" --host "$hosts" \
+    --mca plm_rsh_agent "$root/scripts/mpi-netns-agent.sh" --mca pml ob1 --mca btl tcp,self \
+    --mca btl_tcp_if_include mg0 --mca oob_tcp_if_include mg0 "$mpi" "$@"
+}
 for ((r = 1; r <= runs; r++)); do
   for op in all_reduce alltoall; do
     echo "coll-baselines: run $r: ours $op" >&2
@@ -50,6 +62,10 @@ for ((r = 1; r <= runs; r++)); do
       store=$(mktemp -d "$out/store.XXXXXX")
       run_coll "$gloo" "$op" --store "$store" -b "$min" -e "$max" -f 4 -n 10 -w 2 >"$out/gloo.$op.$r.txt"
       rm -rf "$store"
+    fi
+    if [[ -x $mpi ]] && command -v mpirun >/dev/null; then
+      echo "coll-baselines: run $r: mpi $op" >&2
+      run_mpi "$op" -b "$min" -e "$max" -f 4 -n 10 -w 2 >"$out/mpi.$op.$r.txt"
     fi
   done
   echo "coll-baselines: run $r: write_bw" >&2
@@ -74,7 +90,7 @@ def rows(path):
             d[int(f[0])] = float(f[7])
     return d
 series = {}
-for who in ("ours", "gloo"):
+for who in ("ours", "gloo", "mpi"):
     for op in ("all_reduce", "alltoall"):
         files = sorted(glob.glob(f"{out}/{who}.{op}.*.txt"))
         if not files:
