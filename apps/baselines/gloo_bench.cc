@@ -105,13 +105,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < iters; ++i) once();
       const double sec =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-      roce::coll::perf::Placement p;
-      p.time_us = sec * 1e6;
-      p.algbw = double(count * 4) / 1e9 / sec;
-      p.busbw = p.algbw * (op == "all_reduce" ? 2.0 * (size - 1) / size : double(size - 1) / size);
-      p.wrong = -1;
-      roce::coll::perf::Row row{count * 4, count, "float", op == "all_reduce" ? "sum" : "none",
-                                -1,        p,     p};
+      const roce::coll::perf::Row row =
+          roce::coll::perf::baseline_row(op == "all_reduce", count, size, sec);
       if (rank == 0) {
         std::fputs(roce::coll::perf::row_line(row).c_str(), stdout);
         std::fflush(stdout);

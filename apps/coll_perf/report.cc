@@ -69,6 +69,15 @@ std::string footer(int64_t wrong, double avg_busbw, double min_bw, const std::st
          format("# Collective test concluded: %s\n", program.c_str());
 }
 
+Row baseline_row(bool all_reduce, size_t count, int ranks, double seconds) {
+  Placement p;
+  p.time_us = seconds * 1e6;
+  p.algbw = double(count * 4) / 1e9 / seconds;
+  p.busbw = p.algbw * (all_reduce ? 2.0 * (ranks - 1) / ranks : double(ranks - 1) / ranks);
+  p.wrong = -1;
+  return Row{count * 4, count, "float", all_reduce ? "sum" : "none", -1, p, p};
+}
+
 std::string json(const std::string& program, const std::vector<Row>& rows, int64_t wrong,
                  double avg_busbw) {
   std::string s = "{\"program\": \"" + program + "\", \"results\": [";

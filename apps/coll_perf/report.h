@@ -33,6 +33,10 @@ std::string row_line(const Row& r);
 std::string footer(int64_t wrong, double avg_busbw, double min_bw, const std::string& program);
 // Mean of every printed busbw (both placements of every row), as nccl-tests' average.
 double average_busbw(const std::vector<Row>& rows);
+// A baseline's row (gloo-bench, mpi-bench): `count` float32 elements, one operation taking
+// `seconds`, busbw by nccl-tests' factor for AllReduce or AlltoAll, the one placement measured
+// shown in both columns, #wrong not checked.
+Row baseline_row(bool all_reduce, size_t count, int ranks, double seconds);
 std::string json(const std::string& program, const std::vector<Row>& rows, int64_t wrong,
                  double avg_busbw);
 
