@@ -51,17 +51,6 @@ std::string settings(const Communicator& c, const Options& o) {
   return buf;
 }
 
-std::vector<size_t> sizes(const Options& o) {
-  std::vector<size_t> v;
-  for (size_t b = o.min_bytes; b <= o.max_bytes;) {
-    v.push_back(b);
-    const size_t next = o.step_factor > 1 ? size_t(double(b) * o.step_factor) : b + o.step_bytes;
-    if (next <= b) break;
-    b = next;
-  }
-  return v;
-}
-
 int run(const Options& o) {
   auto comm = Communicator::from_env();
   Communicator& c = *comm;
@@ -89,7 +78,7 @@ int run(const Options& o) {
   int64_t wrong = 0;
   for (DataType t : o.types) {
     for (ReduceOp op : reduces(o.op) ? o.redops : std::vector<ReduceOp>{ReduceOp::kSum}) {
-      for (size_t bytes : sizes(o)) {
+      for (size_t bytes : sweep_sizes(o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes)) {
         const Case k{o.op, t, op, rooted(o.op) ? o.root : -1,
                      shape_of(o.op, bytes, size_of(t), c.size())};
         Row row{k.shape.count * size_of(t),

@@ -36,7 +36,6 @@ class MrCache {
   bool deregister_memory(const void* p);
   // Ends an operation: releases the registrations it made implicitly (unless kept).
   void release_implicit();
-  size_t registrations() const { return persistent_.size() + implicit_.size(); }
 
  private:
   using Map = std::map<uintptr_t, ibv_mr*>;  // keyed by the registered range's start

@@ -33,7 +33,6 @@ int env_int(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using roce::coll::perf::parse_size;
   try {
     if (argc < 2)
       throw std::invalid_argument(
@@ -42,27 +41,16 @@ int main(int argc, char** argv) {
     if (op != "all_reduce" && op != "alltoall")
       throw std::invalid_argument("OP: all_reduce or alltoall");
     std::string store_dir, host;
-    size_t min_bytes = 8, max_bytes = 64 << 20;
-    double factor = 2;
-    int iters = 20, warmup = 2;
+    roce::coll::perf::BaselineSweep sweep;
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string f = argv[i], v = argv[i + 1];
-      if (f == "--store")
+      if (f == "--store") {
         store_dir = v;
-      else if (f == "--host")
+      } else if (f == "--host") {
         host = v;
-      else if (f == "-b")
-        min_bytes = parse_size(v);
-      else if (f == "-e")
-        max_bytes = parse_size(v);
-      else if (f == "-f")
-        factor = std::stod(v);
-      else if (f == "-n")
-        iters = std::stoi(v);
-      else if (f == "-w")
-        warmup = std::stoi(v);
-      else
+      } else if (!roce::coll::perf::take_sweep_flag(f, v, sweep)) {
         throw std::invalid_argument("unknown option " + f);
+      }
     }
     if (host.empty() && std::getenv("ROCE_TB_OOB_ADDR")) host = std::getenv("ROCE_TB_OOB_ADDR");
     if (store_dir.empty() || host.empty()) {
@@ -82,7 +70,8 @@ int main(int argc, char** argv) {
       std::fputs(roce::coll::perf::table_header().c_str(), stdout);
     }
     std::vector<roce::coll::perf::Row> rows;
-    for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = size_t(double(bytes) * factor)) {
+    for (size_t bytes :
+         roce::coll::perf::sweep_sizes(sweep.min_bytes, sweep.max_bytes, sweep.factor, 0)) {
       size_t count = bytes / 4;
       if (op == "alltoall") count = count / size * size;
       std::vector<float> in(count, 1.0f), out(count);
@@ -100,11 +89,12 @@ int main(int argc, char** argv) {
           gloo::alltoall(o);
         }
       };
-      for (int i = 0; i < warmup; ++i) once();
+      for (int i = 0; i < sweep.warmup; ++i) once();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) once();
+      for (int i = 0; i < sweep.iters; ++i) once();
       const double sec =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+          sweep.iters;
       const roce::coll::perf::Row row =
           roce::coll::perf::baseline_row(op == "all_reduce", count, size, sec);
       if (rank == 0) {
@@ -112,7 +102,6 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       rows.push_back(row);
-      if (size_t(double(bytes) * factor) <= bytes) break;
     }
     if (rank == 0) {
       std::printf("# %-20s : %g \n", "Avg bus bandwidth", roce::coll::perf::average_busbw(rows));

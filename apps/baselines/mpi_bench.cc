@@ -19,26 +19,15 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string op = argc > 1 ? argv[1] : "";
-  size_t min_bytes = 8, max_bytes = 64 << 20;
-  double factor = 2;
-  int iters = 20, warmup = 2;
+  roce::coll::perf::BaselineSweep sweep;
   try {
     if (op != "all_reduce" && op != "alltoall")
       throw std::invalid_argument("OP: all_reduce or alltoall");
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string f = argv[i], v = argv[i + 1];
-      if (f == "-b")
-        min_bytes = roce::coll::perf::parse_size(v);
-      else if (f == "-e")
-        max_bytes = roce::coll::perf::parse_size(v);
-      else if (f == "-f")
-        factor = std::stod(v);
-      else if (f == "-n")
-        iters = std::stoi(v);
-      else if (f == "-w")
-        warmup = std::stoi(v);
-      else
+      if (!roce::coll::perf::take_sweep_flag(f, v, sweep)) {
         throw std::invalid_argument("unknown option " + f);
+      }
     }
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "mpi-bench: %s\n", e.what());
@@ -51,7 +40,8 @@ int main(int argc, char** argv) {
     std::fputs(roce::coll::perf::table_header().c_str(), stdout);
   }
   std::vector<roce::coll::perf::Row> rows;
-  for (size_t bytes = min_bytes; bytes <= max_bytes; bytes = size_t(double(bytes) * factor)) {
+  for (size_t bytes :
+       roce::coll::perf::sweep_sizes(sweep.min_bytes, sweep.max_bytes, sweep.factor, 0)) {
     size_t count = bytes / 4;
     if (op == "alltoall") count = count / size * size;
     std::vector<float> in(count, 1.0f), out(count);
@@ -63,12 +53,12 @@ int main(int argc, char** argv) {
                      MPI_FLOAT, MPI_COMM_WORLD);
       }
     };
-    for (int i = 0; i < warmup; ++i) once();
+    for (int i = 0; i < sweep.warmup; ++i) once();
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) once();
+    for (int i = 0; i < sweep.iters; ++i) once();
     double sec =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / sweep.iters;
     MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     sec /= size;  // the mean over ranks, as roce-coll-perf's -a 1
     const roce::coll::perf::Row row =
@@ -78,7 +68,6 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     rows.push_back(row);
-    if (size_t(double(bytes) * factor) <= bytes) break;
   }
   if (rank == 0)
     std::printf("# %-20s : %g \n", "Avg bus bandwidth", roce::coll::perf::average_busbw(rows));

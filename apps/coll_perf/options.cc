@@ -72,6 +72,33 @@ size_t parse_size(const std::string& s) {
   return static_cast<size_t>(v * scale);
 }
 
+std::vector<size_t> sweep_sizes(size_t min, size_t max, double factor, size_t step) {
+  std::vector<size_t> v;
+  for (size_t b = min; b <= max;) {
+    v.push_back(b);
+    const size_t next = factor > 1 ? size_t(double(b) * factor) : b + step;
+    if (next <= b) break;
+    b = next;
+  }
+  return v;
+}
+
+bool take_sweep_flag(const std::string& flag, const std::string& value, BaselineSweep& s) {
+  if (flag == "-b")
+    s.min_bytes = parse_size(value);
+  else if (flag == "-e")
+    s.max_bytes = parse_size(value);
+  else if (flag == "-f")
+    s.factor = std::stod(value);
+  else if (flag == "-n")
+    s.iters = std::stoi(value);
+  else if (flag == "-w")
+    s.warmup = std::stoi(value);
+  else
+    return false;
+  return true;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   const char* base = std::strrchr(argv[0], '/');

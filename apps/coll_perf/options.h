@@ -40,7 +40,19 @@ struct Options {
 // The operation from the program's name (all_reduce_perf, ...) or the first argument (OP);
 // throws std::invalid_argument with one line for anything it cannot take.
 Options parse_options(int argc, char** argv);
-const char* op_name(Collective c);        // all_reduce, ...
+const char* op_name(Collective c);  // all_reduce, ...
+// The sizes from min to max: times `factor` when it is above 1, else plus `step` (nccl-tests'
+// -b -e -f -i).
+std::vector<size_t> sweep_sizes(size_t min, size_t max, double factor, size_t step);
+
+// The baselines' sweep (gloo-bench, mpi-bench): -b -e -f -n -w, with these defaults.
+struct BaselineSweep {
+  size_t min_bytes = 8, max_bytes = 64 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 2;
+};
+// Takes one of those flags and its value; false for any other flag.
+bool take_sweep_flag(const std::string& flag, const std::string& value, BaselineSweep& s);
 size_t parse_size(const std::string& s);  // 8, 64K, 1M, 2G
 
 }  // namespace roce::coll::perf
