@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# scripts/coll-baselines.sh [-n N] [--runs R] [-b MIN] [-e MAX] [--out DIR] [--build-dir DIR]
+# scripts/coll-baselines.sh [-n N] [--runs R] [-b MIN] [-e MAX] [--testbed bridge|ovs]
+#                           [--out DIR] [--build-dir DIR]
 # The collectives beside their baselines on one testbed, in one run: N ranks (default 4) of
-#   ours      roce-coll-perf all_reduce / alltoall (the stack, DPDK net_af_packet, through
-#             scripts/coll-run.sh)
+#   ours      roce-coll-perf all_reduce / alltoall (the stack through scripts/coll-run.sh:
+#             net_af_packet on the kernel's bridge, or with --testbed ovs net_virtio_user on a
+#             private Open vSwitch with DPDK, scripts/ovs-switch.sh)
 #   Gloo      gloo-bench all_reduce (AllreduceRingChunked) / alltoall over kernel TCP on the
 #             testbed's kernel link (Debian's libgloo-dev; skipped, saying so, without it)
 #   Open MPI  mpi-bench (MPI_Allreduce / MPI_Alltoall, --mca pml ob1 --mca btl tcp,self) on the
@@ -15,7 +17,7 @@
 set -euo pipefail
 usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
 die() { echo "coll-baselines: $*" >&2; exit 2; }
-n=4 runs=3 min=1K max=64M out= build=
+n=4 runs=3 min=1K max=64M out= build= testbed=bridge
 while (($#)); do
   case $1 in
     -n) n=$2; shift 2 ;;
@@ -23,6 +25,7 @@ while (($#)); do
     -b) min=$2; shift 2 ;;
     -e) max=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --testbed) testbed=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
@@ -32,14 +35,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${build:-$root/build}
 out=${out:-$(mktemp -d /tmp/roce-coll-baselines.XXXXXX)}
 mkdir -p "$out"
+[[ $testbed == bridge || $testbed == ovs ]] || die "--testbed '$testbed': bridge or ovs"
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces)"
 [[ -x $build/apps/roce-coll-perf && -x $build/apps/roce-perf ]] || die "build roce-coll-perf and roce-perf first"
 export ROCE_TB_PREFIX=roce-cbase-
 tb=$root/scripts/testbed.sh
 trap '"$tb" down >/dev/null 2>&1' EXIT
-"$tb" up "$n" >"$out/testbed.log"
-run_coll() { "$root/scripts/coll-run.sh" -n "$n" --reuse --timeout 900 -- "$@"; }
-dev() { "$tb" env "$1" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p"; }
+vdev=af_packet up=("$n")
+[[ $testbed == ovs ]] && vdev=ovs up+=(--ovs)
+"$tb" up "${up[@]}" >"$out/testbed.log"
+run_coll() { "$root/scripts/coll-run.sh" -n "$n" --reuse --vdev "$vdev" --timeout 900 -- "$@"; }
+dev() { "$tb" env "$1" "$vdev" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p"; }
 size=16777216  # write_bw's message: the largest size the collectives are compared at
 gloo=$build/apps/gloo-bench
 [[ -x $gloo ]] || echo "coll-baselines: no $gloo (apt-get install libgloo-dev, rebuild): Gloo skipped"
@@ -126,7 +132,7 @@ if command -v gnuplot >/dev/null; then
   done
   gnuplot -e "set terminal png size 900,560; set output '$out/busbw.png'; set logscale x 2;
     set format x '%.0b%BB'; set xlabel 'size'; set ylabel 'busbw (GB/s)'; set key top left noenhanced;
-    set title 'AllReduce and AlltoAll busbw, $n ranks, af_packet testbed (medians of $runs runs)' noenhanced;
+    set title 'AllReduce and AlltoAll busbw, $n ranks, $testbed testbed (medians of $runs runs)' noenhanced;
     plot $plot" && echo "coll-baselines: $out/busbw.png"
 fi
 echo "coll-baselines: outputs in $out"

@@ -11,7 +11,10 @@
 #                         (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); MASTER_ADDR and
 #                         MASTER_PORT (rank 0's namespace, its kernel link) in every case
 #   --reuse               use the testbed of ROCE_TB_PREFIX as it is (must be up, N instances)
-#   --vdev af_packet|pcap the DPDK vdev of each instance (default af_packet)
+#   --vdev af_packet|pcap|ovs
+#                         the DPDK vdev of each instance (default af_packet); ovs: the fast
+#                         testbed, net_virtio_user on a private Open vSwitch with DPDK
+#                         (scripts/testbed.sh up N --ovs)
 #   --device-extra "k=v"  more device keys for every instance (e.g. "drop=0.01")
 #   --logs DIR            keep every rank's output there (default: a temporary folder, kept
 #                         when a rank fails)
@@ -41,7 +44,7 @@ done
 [[ $n =~ ^[0-9]+$ && $n -ge 2 && $n -le 50 ]] || die "-n N: N must be 2..50"
 [[ $launcher == torchrun || $launcher == openmpi || $launcher == slurm ]] ||
   die "--launcher '$launcher': torchrun, openmpi or slurm"
-[[ $vdev == af_packet || $vdev == pcap ]] || die "--vdev '$vdev': af_packet or pcap"
+[[ $vdev =~ ^(af_packet|pcap|ovs)$ ]] || die "--vdev '$vdev': af_packet, pcap or ovs"
 [[ $limit =~ ^[0-9]+$ ]] || die "--timeout '$limit': seconds"
 (($#)) || die "no command after --"
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces)"
@@ -70,7 +73,9 @@ trap 'exit 143' TERM
 if ((reuse)); then
   ip netns list | grep -q "^${ROCE_TB_PREFIX}${n}\b" || die "--reuse: no testbed ${ROCE_TB_PREFIX}1..$n is up"
 else
-  "$testbed" up "$n" >"$logs/testbed.log" 2>&1 || die "testbed up failed: $(tail -3 "$logs/testbed.log")"
+  up=("$n")
+  [[ $vdev == ovs ]] && up+=(--ovs)
+  "$testbed" up "${up[@]}" >"$logs/testbed.log" 2>&1 || die "testbed up failed: $(tail -3 "$logs/testbed.log")"
 fi
 
 port=$((29500 + RANDOM % 1000))

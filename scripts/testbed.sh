@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # A testbed of network namespaces for stack instances (roce-perf, tests, demos).
 #
-#   scripts/testbed.sh up N [--bridge]   N namespaces PREFIX1..PREFIXN, each with interfaces
+#   scripts/testbed.sh up N [--bridge] [--ovs]
+#                                        N namespaces PREFIX1..PREFIXN, each with interfaces
 #                                        tb0 (data, MTU 9000) and mg0 (the kernel's TCP): N = 2
 #                                        joins them by veth pairs, N > 2 (or --bridge) by bridges
 #                                        in namespace PREFIXbr; prints each instance's settings
-#                                        (if it fails or is interrupted, it removes them again)
-#   scripts/testbed.sh env I             the settings of instance I again (shell assignments)
+#                                        (if it fails or is interrupted, it removes them again).
+#                                        --ovs (implies --bridge) also starts a private Open
+#                                        vSwitch with DPDK (scripts/ovs-switch.sh) in
+#                                        /run/PREFIXovs with one vhost-user port per instance:
+#                                        the fast testbed, whose frames cross no kernel
+#   scripts/testbed.sh env I [VDEV]      the settings of instance I again (shell assignments);
+#                                        VDEV af_packet (default, on tb0), pcap (on tb0) or ovs
+#                                        (net_virtio_user facing the switch's port vhI)
 #   scripts/testbed.sh run I -- CMD...   runs CMD inside namespace I
 #   scripts/testbed.sh down              removes the namespaces of the prefix (idempotent): PREFIX1..
 #                                        PREFIX50 and PREFIXbr, not those of a longer prefix
@@ -34,6 +41,7 @@ die() {
 }
 need_root() { [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces)"; }
 ns() { echo "${prefix}$1"; }
+ovs_dir() { echo "/run/${prefix}ovs"; }
 in_ns() {
   local n=$1
   shift
@@ -46,11 +54,13 @@ settings() {
   local mac
   mac=$(printf '02:00:00:77:00:%02x' "$i")
   local port
-  if [[ $vdev == pcap ]]; then
-    port="net_pcap0,iface=tb0"
-  else
-    port="net_af_packet0,iface=tb0,blocksz=8192,framesz=8192,framecnt=512"
-  fi
+  case $vdev in
+    pcap) port="net_pcap0,iface=tb0" ;;
+    # The instance serves the socket and the switch connects to it, so either may start first;
+    # 1024 descriptors (virtio's most) ride out a few hundred microseconds without a poll.
+    ovs) port="net_virtio_user0,path=$(ovs_dir)/vh${i}.sock,server=1,queues=1,queue_size=1024" ;;
+    *) port="net_af_packet0,iface=tb0,blocksz=8192,framesz=8192,framecnt=512" ;;
+  esac
   echo "TB_NS=$(ns "$i")"
   echo "TB_KERNEL_IPV4=${subnet4}.${i}"
   echo "TB_KERNEL_IPV6=${subnet6}::${i}"
@@ -94,6 +104,7 @@ cmd_down() {
       removed=$((removed + 1))
     fi
   done
+  if [[ -d $(ovs_dir) ]]; then "$(dirname "$0")/ovs-switch.sh" stop "$(ovs_dir)"; fi
   echo "testbed: down (${removed} namespaces removed)"
 }
 
@@ -101,8 +112,14 @@ cmd_up() {
   need_root
   local n=${1:-}
   [[ $n =~ ^[0-9]+$ && $n -ge 2 && $n -le 50 ]] || die "up N: N must be 2..50"
-  local bridge=0
-  [[ ${2:-} == --bridge ]] && bridge=1
+  local bridge=0 ovs=0 opt
+  for opt in "${@:2}"; do
+    case $opt in
+      --bridge) bridge=1 ;;
+      --ovs) ovs=1 bridge=1 ;;
+      *) die "up N: unknown option '$opt' (--bridge, --ovs)" ;;
+    esac
+  done
   ((n > 2)) && bridge=1
   # Idempotent: whatever an earlier `up` left of this prefix goes first.
   cmd_down >/dev/null
@@ -135,11 +152,17 @@ cmd_up() {
     done
   fi
   for ((i = 1; i <= n; i++)); do setup_if "$i"; done
+  local vdev=af_packet kind="veth pair"
+  ((bridge)) && kind=bridge
+  if ((ovs)); then
+    "$(dirname "$0")/ovs-switch.sh" start "$(ovs_dir)" "$n"
+    vdev=ovs kind="Open vSwitch (DPDK) for the stack, bridge for the kernel"
+  fi
   trap - EXIT INT TERM
-  echo "testbed: up, $n instances ($( ((bridge)) && echo bridge || echo veth pair ))"
+  echo "testbed: up, $n instances ($kind)"
   for ((i = 1; i <= n; i++)); do
     echo "# instance $i"
-    settings "$i"
+    settings "$i" "$vdev"
   done
 }
 
@@ -154,7 +177,8 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   env)
-    [[ ${2:-} =~ ^[0-9]+$ && $2 -ge 1 && $2 -le 50 ]] || die "env I [pcap]: I must be 1..50"
+    [[ ${2:-} =~ ^[0-9]+$ && $2 -ge 1 && $2 -le 50 ]] || die "env I [VDEV]: I must be 1..50"
+    [[ ${3:-af_packet} =~ ^(af_packet|pcap|ovs)$ ]] || die "env I VDEV: af_packet, pcap or ovs"
     settings "$2" "${3:-af_packet}"
     ;;
   run)
