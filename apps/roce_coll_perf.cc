@@ -6,6 +6,7 @@
 // 0.9 x NCCL_TESTS_MIN_BW (when set); 1 otherwise; 2 for an error, with one line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -41,14 +42,53 @@ std::string settings(const Communicator& c, const Options& o) {
   const char* algo = co.all_reduce_algo == AllReduceAlgo::kRing                ? "ring"
                      : co.all_reduce_algo == AllReduceAlgo::kRecursiveDoubling ? "rd"
                                                                                : "auto";
-  char buf[512];
+  char buf[640];
   std::snprintf(buf, sizeof buf,
-                "# Settings: ranks %d, QPs per peer 1, chunk %u B, grants in flight %u per peer, "
-                "all_reduce algorithm %s (rd up to %llu B), timeout %lld ms, blocking %d\n",
-                c.size(), co.chunk_bytes, co.slots, algo,
-                static_cast<unsigned long long>(co.small_bytes),
+                "# Settings: ranks %d, QPs per peer %u (%s), chunk %u B, grants in flight %u per "
+                "peer (%u slots), grant TC %d, data TC %d, all_reduce algorithm %s (rd up to %llu "
+                "B), timeout %lld ms, blocking %d\n",
+                c.size(), co.qps_per_peer, co.qp_spread == QpSpread::kSplit ? "split" : "rr",
+                co.chunk_bytes, co.window(), co.slots,
+                co.grant_traffic_class < 0 ? co.traffic_class : co.grant_traffic_class,
+                co.traffic_class, algo, static_cast<unsigned long long>(co.small_bytes),
                 static_cast<long long>(co.timeout.count()), o.blocking);
   return buf;
+}
+
+// The admission counters (peer.h): one line per rank with its totals over its peers and its
+// largest per-peer peaks, gathered to rank 0, then rank 0's own line per peer.
+std::string admission_lines(Communicator& c) {
+  const std::vector<PeerCounters> mine = c.peer_counters();
+  PeerCounters sum;
+  for (const PeerCounters& p : mine) {
+    sum.grants_sent += p.grants_sent, sum.grants_received += p.grants_received;
+    sum.bytes_sent += p.bytes_sent, sum.grant_wait_ns += p.grant_wait_ns;
+    sum.peak_inflight_bytes = std::max(sum.peak_inflight_bytes, p.peak_inflight_bytes);
+    sum.peak_granted_bytes = std::max(sum.peak_granted_bytes, p.peak_granted_bytes);
+  }
+  std::vector<PeerCounters> all(c.size());
+  c.all_gather(&sum, all.data(), sizeof sum, DataType::kInt8);
+  auto line = [](const char* who, int r, const PeerCounters& p) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "#  %s %2d: grants sent %llu received %llu, %llu B sent, waited %.1f ms for "
+                  "grants, peak in flight %llu B, peak granted %llu B\n",
+                  who, r, static_cast<unsigned long long>(p.grants_sent),
+                  static_cast<unsigned long long>(p.grants_received),
+                  static_cast<unsigned long long>(p.bytes_sent), p.grant_wait_ns / 1e6,
+                  static_cast<unsigned long long>(p.peak_inflight_bytes),
+                  static_cast<unsigned long long>(p.peak_granted_bytes));
+    return std::string(buf);
+  };
+  const CommOptions& co = c.options();
+  std::string s = "# Admission: window " + std::to_string(co.window()) + " x " +
+                  std::to_string(co.chunk_bytes) +
+                  " B per peer; per rank (peaks: its largest "
+                  "per peer)\n";
+  for (int r = 0; r < c.size(); ++r) s += line("Rank", r, all[r]);
+  s += "# Rank 0 per peer\n";
+  for (int q = 1; q < c.size(); ++q) s += line("Peer", q, mine[q]);
+  return s;
 }
 
 int run(const Options& o) {
@@ -104,7 +144,9 @@ int run(const Options& o) {
   const double floor = floor_env ? std::atof(floor_env) : -1;
   const double avg = average_busbw(rows);
   const bool below = floor >= 0 && avg < floor * 0.9;
+  const std::string admission = admission_lines(c);
   if (main_rank) {
+    std::fputs(admission.c_str(), stdout);
     std::fputs(footer(wrong, avg, floor, o.program).c_str(), stdout);
     if (!o.json_file.empty()) {
       std::ofstream(o.json_file) << json(o.program, rows, wrong, avg);

@@ -79,6 +79,16 @@ std::string Communicator::describe() const {
   return transport_ ? transport_->device().describe() : "aborted";
 }
 
+std::vector<PeerCounters> Communicator::peer_counters() {
+  Transport& t = transport();
+  worker_->drain();  // the worker's operations update them
+  std::vector<PeerCounters> out(size_);
+  for (int q = 0; q < size_; ++q) {
+    if (const Peer* p = t.peer_or_null(q)) out[q] = p->counters();
+  }
+  return out;
+}
+
 // --- argument checks: one line saying what is wrong, before anything moves
 
 void Communicator::check_type(DataType type, ReduceOp op, bool reduces) const {

@@ -19,9 +19,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "collectives/config.h"
 #include "collectives/error.h"
+#include "collectives/peer.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
 
@@ -110,6 +112,10 @@ class Communicator {
   // operations on buffers inside it register nothing (as ncclCommRegister).
   void register_memory(const void* p, size_t n);
   void deregister_memory(const void* p);
+
+  // Admission counters toward each rank ([rank()] is all zero): grants, bytes, time spent
+  // waiting for a grant, peak bytes in flight and granted (peer.h). Read between operations.
+  std::vector<PeerCounters> peer_counters();
 
   // Tears the communicator down now, without the closing barrier (as ncclCommAbort): for a
   // rank that gives up. Its peers' running and later operations fail, naming this rank. Every

@@ -3,7 +3,9 @@
 #include <infiniband/verbs.h>
 
 #include <charconv>
+#include <initializer_list>
 #include <string_view>
+#include <utility>
 
 #include "collectives/error.h"
 
@@ -52,6 +54,25 @@ void apply(const EnvLookup& env, const char* var, T& field, int64_t lo, int64_t 
   if (auto v = env(var)) field = static_cast<T>(parse_int(var, *v, lo, hi, sized));
 }
 
+// One of a few names; refused with the list ("takes a, b or c").
+template <typename E>
+void apply_choice(const EnvLookup& env, const char* var, E& field,
+                  std::initializer_list<std::pair<const char*, E>> choices) {
+  auto v = env(var);
+  if (!v) return;
+  std::string names;
+  size_t i = 0;
+  for (const auto& [name, value] : choices) {
+    if (*v == name) {
+      field = value;
+      return;
+    }
+    names += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(name);
+    ++i;
+  }
+  refuse(var, *v, "takes " + names);
+}
+
 void apply_ms(const EnvLookup& env, const char* var, std::chrono::milliseconds& field) {
   if (auto v = env(var)) {
     field = std::chrono::milliseconds(parse_int(var, *v, 1, int64_t{24} * 3600 * 1000));
@@ -91,22 +112,24 @@ CommOptions CommOptions::from_env(const EnvLookup& env) {
   }
   apply(env, "ROCE_COLL_HOP_LIMIT", o.hop_limit, 1, 255);
   apply(env, "ROCE_COLL_TC", o.traffic_class, 0, 255);
+  apply(env, "ROCE_COLL_GRANT_TC", o.grant_traffic_class, -1, 255);
   apply(env, "ROCE_COLL_IB_TIMEOUT", o.ib_timeout, 1, 31);
   apply(env, "ROCE_COLL_RETRY_CNT", o.retry_count, 0, 6);  // 7 is infinite on rxe (config.h)
-  apply(env, "ROCE_COLL_CHUNK", o.chunk_bytes, 4096, int64_t{1} << 30, true);
-  apply(env, "ROCE_COLL_SLOTS", o.slots, 2, 256);
-  apply(env, "ROCE_COLL_RECV_BYTES", o.recv_budget, 4096, int64_t{1} << 40,
-        true);  // ring forwarding needs 2 (ring.cc)
-  if (auto v = env("ROCE_COLL_ALGO")) {
-    if (*v == "auto")
-      o.all_reduce_algo = AllReduceAlgo::kAuto;
-    else if (*v == "ring")
-      o.all_reduce_algo = AllReduceAlgo::kRing;
-    else if (*v == "rd")
-      o.all_reduce_algo = AllReduceAlgo::kRecursiveDoubling;
-    else
-      refuse("ROCE_COLL_ALGO", *v, "takes auto, ring or rd");
+  apply(env, "ROCE_COLL_CHUNK", o.chunk_bytes, 256, int64_t{1} << 30, true);
+  apply(env, "ROCE_COLL_SLOTS", o.slots, 2, 256);  // ring forwarding needs 2 (ring.cc)
+  apply(env, "ROCE_COLL_GRANTS", o.grants, 0, 256);
+  if (o.grants > o.slots) {
+    refuse("ROCE_COLL_GRANTS", std::to_string(o.grants),
+           "more than the " + std::to_string(o.slots) + " slots (ROCE_COLL_SLOTS)");
   }
+  apply(env, "ROCE_COLL_QPS", o.qps_per_peer, 1, 16);
+  apply_choice(env, "ROCE_COLL_QP_SPREAD", o.qp_spread,
+               {{"rr", QpSpread::kRoundRobin}, {"split", QpSpread::kSplit}});
+  apply(env, "ROCE_COLL_RECV_BYTES", o.recv_budget, 4096, int64_t{1} << 40, true);
+  apply_choice(env, "ROCE_COLL_ALGO", o.all_reduce_algo,
+               {{"auto", AllReduceAlgo::kAuto},
+                {"ring", AllReduceAlgo::kRing},
+                {"rd", AllReduceAlgo::kRecursiveDoubling}});
   apply(env, "ROCE_COLL_SMALL_BYTES", o.small_bytes, 0, int64_t{1} << 30, true);
   if (auto v = env("ROCE_COLL_REG_CACHE")) {
     o.cache_registrations = parse_bool("ROCE_COLL_REG_CACHE", *v);

@@ -12,6 +12,9 @@
 namespace roce::coll {
 
 enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling };
+// How a peer's messages use its QPs (ROCE_COLL_QP_SPREAD): whole messages round robin, or each
+// message split evenly across them (pieces of at least kMinPiece bytes).
+enum class QpSpread { kRoundRobin, kSplit };
 
 struct CommOptions {
   // Device and path, chosen as NCCL does (device.h).
@@ -22,13 +25,22 @@ struct CommOptions {
   int mtu = 0;                    // ROCE_COLL_MTU: cap on the path MTU (256..4096), 0 = none
   int hop_limit = 64;             // ROCE_COLL_HOP_LIMIT
   int traffic_class = 0;          // ROCE_COLL_TC: IPv6 traffic class / IPv4 TOS (DSCP << 2)
-  int ib_timeout = 17;            // ROCE_COLL_IB_TIMEOUT: local ACK timeout 4.096 us x 2^n
+  // ROCE_COLL_GRANT_TC: the traffic class of grants (and probes and abort notices), on a QP of
+  // their own per peer; -1 = ROCE_COLL_TC, on the first data QP.
+  int grant_traffic_class = -1;
+  int ib_timeout = 17;  // ROCE_COLL_IB_TIMEOUT: local ACK timeout 4.096 us x 2^n
   // ROCE_COLL_RETRY_CNT. Not 7 (NCCL's): Linux rxe, and this project's stack after it, retry
   // for ever at 7, and a dead peer must end in an error: 0.54 s x (1 + 6) ~ 3.8 s.
   int retry_count = 6;
   // Data movement.
   uint32_t chunk_bytes = 256 * 1024;  // ROCE_COLL_CHUNK: bytes a grant covers at most
-  uint32_t slots = 4;                 // ROCE_COLL_SLOTS: grants in flight per peer
+  uint32_t slots = 4;                 // ROCE_COLL_SLOTS: landing slots (grant ring) per peer
+  // ROCE_COLL_GRANTS: grants in flight per peer, 1..slots (0 = slots). A sender also keeps no
+  // more than this many messages unacknowledged, so a peer never has more than grants x chunk
+  // bytes in flight toward a receiver.
+  uint32_t grants = 0;
+  uint32_t qps_per_peer = 1;                   // ROCE_COLL_QPS: data QPs per peer, 1..16
+  QpSpread qp_spread = QpSpread::kRoundRobin;  // ROCE_COLL_QP_SPREAD: rr | split
   // ROCE_COLL_RECV_BYTES: the most a rank has granted and not yet received, from all peers
   // together (receiver-driven admission: an incast cannot overrun the receiver's port).
   uint64_t recv_budget = 1 << 20;
@@ -43,6 +55,11 @@ struct CommOptions {
   // The defaults with every ROCE_COLL_* variable that is set applied; throws
   // Error(kInvalidArgument) naming the first bad one.
   static CommOptions from_env(const EnvLookup& env = process_env());
+
+  uint32_t window() const { return grants ? grants : slots; }
+  bool own_control_qp() const {
+    return grant_traffic_class >= 0 && grant_traffic_class != traffic_class;
+  }
 };
 
 // ibv_mtu for a byte count (256..4096, a power of two), 0 if none.

@@ -181,7 +181,8 @@ ibv_qp* Device::create_rc_qp(ibv_cq* cq, uint32_t depth, uint32_t* max_inline) c
   return qp;
 }
 
-void Device::connect(ibv_qp* qp, const QpAddress& self, const QpAddress& peer) const {
+void Device::connect(ibv_qp* qp, const QpAddress& self, const QpAddress& peer,
+                     int traffic_class) const {
   int mtu = std::min(self.active_mtu, peer.active_mtu);
   if (options_.mtu) mtu = std::min(mtu, ibv_mtu_of_bytes(options_.mtu));
   ibv_qp_attr at{};
@@ -196,7 +197,7 @@ void Device::connect(ibv_qp* qp, const QpAddress& self, const QpAddress& peer) c
   at.ah_attr.grh.dgid = peer.gid;
   at.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
   at.ah_attr.grh.hop_limit = static_cast<uint8_t>(options_.hop_limit);
-  at.ah_attr.grh.traffic_class = static_cast<uint8_t>(options_.traffic_class);
+  at.ah_attr.grh.traffic_class = static_cast<uint8_t>(traffic_class);
   if (int rc =
           ibv_modify_qp(qp, &at,
                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |

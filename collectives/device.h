@@ -42,8 +42,9 @@ class Device {
 
   // An RC QP on `cq`, in INIT, with `depth` send and receive WRs.
   ibv_qp* create_rc_qp(ibv_cq* cq, uint32_t depth, uint32_t* max_inline) const;
-  // INIT -> RTR -> RTS toward `peer`; throws Error(kSystem) naming the step and the errno.
-  void connect(ibv_qp* qp, const QpAddress& self, const QpAddress& peer) const;
+  // INIT -> RTR -> RTS toward `peer`, its packets in `traffic_class`; throws Error(kSystem)
+  // naming the step and the errno.
+  void connect(ibv_qp* qp, const QpAddress& self, const QpAddress& peer, int traffic_class) const;
 
  private:
   void choose_port(int wanted);

@@ -77,7 +77,7 @@ bool Transport::dispatch(const ibv_wc& wc) {
   }
   switch (kind) {
     case WrKind::kData:
-      p.on_send_complete();
+      p.on_send_complete(wr_slot(wc.wr_id));
       break;
     case WrKind::kProbe:
       p.on_probe_complete();
@@ -86,13 +86,13 @@ bool Transport::dispatch(const ibv_wc& wc) {
     case WrKind::kAbort:
       break;
     case WrKind::kRecv:
-      uint32_t granted = 0;
-      if (!(wc.wc_flags & IBV_WC_WITH_IMM) || !p.on_arrival(ntohl(wc.imm_data), &granted)) {
+      uint32_t released = 0;
+      if (!(wc.wc_flags & IBV_WC_WITH_IMM) || !p.on_arrival(ntohl(wc.imm_data), &released)) {
         fail(Error(ErrorKind::kMismatch,
                    "rank " + std::to_string(q) + " wrote a message this rank did not grant", q));
       }
-      granted_bytes_ -= granted;
-      check_post(p.post_recvs(1), "ibv_post_recv", q);
+      granted_bytes_ -= released;
+      check_post(p.post_recvs(wr_qp(wc.wr_id), 1), "ibv_post_recv", q);
       return true;
   }
   return false;

@@ -21,6 +21,8 @@
 
 namespace roce::coll {
 
+struct RankInfo;
+
 class Transport {
  public:
   // Opens the device and connects a QP to every other rank through `store` (keys "rank/<r>",
@@ -36,6 +38,7 @@ class Transport {
   const CommOptions& options() const { return options_; }
   const Device& device() const { return *device_; }
   Peer& peer(int r) { return *peers_[r]; }
+  const Peer* peer_or_null(int r) const { return peers_[r].get(); }
   MrCache& mrs() { return *mrs_; }
   // `options().slots` landing slots of `options().chunk_bytes` for messages from `peer` that
   // are reduced, not stored (allocated and registered on first use).
@@ -66,6 +69,8 @@ class Transport {
  private:
   struct Scratch;
   void bring_up(Store& store);
+  void check_same_settings(const RankInfo& self, const RankInfo& info, int q) const;
+  void connect_peer(Peer& p, const RankInfo& self, const RankInfo& info);
   void teardown();
   bool dispatch(const ibv_wc& wc);
   void check_aborts();

@@ -58,6 +58,18 @@ run_mpi() {
     --mca plm_rsh_agent "$root/scripts/mpi-netns-agent.sh" --mca pml ob1 --mca btl tcp,self \
     --mca btl_tcp_if_include mg0 --mca oob_tcp_if_include mg0 "$mpi" "$@"
 }
+# perf_pair TEST RUN ARGS...: roce-perf TEST between instances 1 (server) and 2 (client).
+perf_pair() {
+  local test=$1 r=$2 spid
+  shift 2
+  timeout 120 ip netns exec "${ROCE_TB_PREFIX}1" "$build/apps/roce-perf" "$test" "$@" \
+    --device "$(dev 1)" >"$out/$test.server.$r.txt" 2>&1 &
+  spid=$!
+  sleep 1
+  timeout 120 ip netns exec "${ROCE_TB_PREFIX}2" "$build/apps/roce-perf" "$test" "$@" \
+    --device "$(dev 2)" 10.78.0.1 >"$out/$test.$r.txt" 2>&1 || true
+  wait "$spid" || true
+}
 for ((r = 1; r <= runs; r++)); do
   for op in all_reduce alltoall; do
     echo "coll-baselines: run $r: ours $op" >&2
@@ -74,14 +86,9 @@ for ((r = 1; r <= runs; r++)); do
       run_mpi "$op" -b "$min" -e "$max" -f 4 -n 10 -w 2 >"$out/mpi.$op.$r.txt"
     fi
   done
-  echo "coll-baselines: run $r: write_bw" >&2
-  timeout 120 ip netns exec "${ROCE_TB_PREFIX}1" "$build/apps/roce-perf" write_bw -s $size -n 200 \
-    --device "$(dev 1)" >"$out/write_bw.server.$r.txt" 2>&1 &
-  spid=$!
-  sleep 1
-  timeout 120 ip netns exec "${ROCE_TB_PREFIX}2" "$build/apps/roce-perf" write_bw -s $size -n 200 \
-    --device "$(dev 2)" 10.78.0.1 >"$out/write_bw.$r.txt" 2>&1 || true
-  wait $spid || true
+  echo "coll-baselines: run $r: write_bw, send_lat" >&2
+  perf_pair write_bw "$r" -s $size -n 200
+  perf_pair send_lat "$r" -s 8 -n 2000
 done
 
 # Medians: busbw (out of place) per series and size; write_bw's MiB/s in GB/s.
@@ -113,13 +120,23 @@ for p in glob.glob(f"{out}/write_bw.*.txt"):
         if len(f) >= 4 and f[0] == "16777216":
             wbw.append(float(f[3]) * 1048576 / 1e9)
 ceiling = statistics.median(wbw) if wbw else float("nan")
+lat = []  # send_lat's t_typical (half a round trip, us) at 8 bytes
+for p in glob.glob(f"{out}/send_lat.*.txt"):
+    if ".server." in p:
+        continue
+    for l in open(p):
+        f = l.split()
+        if len(f) >= 5 and f[0] == "8" and re.match(r"^\d+$", f[1]):
+            lat.append(float(f[4]))
+half_rtt = statistics.median(lat) if lat else float("nan")
 names = list(series)
 sizes = sorted(set().union(*[set(v) for v in series.values()]))
 with open(f"{out}/baselines.tsv", "w") as t:
     t.write("size\t" + "\t".join(names) + "\twrite_bw\n")
     for s in sizes:
         t.write(f"{s}\t" + "\t".join(f"{series[k].get(s, float('nan')):.4f}" for k in names) + f"\t{ceiling:.4f}\n")
-print(f"# busbw (GB/s), medians of {runs} runs, {n} ranks; write_bw (2 instances, 16 MiB): {ceiling:.3f} GB/s")
+print(f"# busbw (GB/s), medians of {runs} runs, {n} ranks; write_bw (2 instances, 16 MiB): {ceiling:.3f} GB/s;"
+      f" send_lat (8 B, t_typical): {half_rtt:.2f} us")
 print("# %10s  " % "size" + "  ".join("%16s" % k for k in names))
 for s in sizes:
     print("%12d  " % s + "  ".join("%16.3f" % series[k].get(s, float("nan")) for k in names))

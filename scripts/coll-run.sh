@@ -15,7 +15,8 @@
 #                         the DPDK vdev of each instance (default af_packet); ovs: the fast
 #                         testbed, net_virtio_user on a private Open vSwitch with DPDK
 #                         (scripts/testbed.sh up N --ovs)
-#   --device-extra "k=v"  more device keys for every instance (e.g. "drop=0.01")
+#   --device-extra "k=v"  more device keys for every instance (e.g. "drop=0.01"); %r in them
+#                         becomes the rank (e.g. "pcap=/tmp/rank%r.pcap")
 #   --logs DIR            keep every rank's output there (default: a temporary folder, kept
 #                         when a rank fails)
 #   --timeout SECONDS     each rank's limit (default 600)
@@ -83,7 +84,7 @@ master=$("$testbed" env 1 | sed -n "s/^TB_OOB_ADDR=//p")
 for ((r = 0; r < n; r++)); do
   i=$((r + 1))
   device=$("$testbed" env "$i" "$vdev" | sed -n "s/^TB_DEVICE='\(.*\)'$/\1/p")
-  [[ -n $extra ]] && device="$device; $extra"
+  [[ -n $extra ]] && device="$device; ${extra//%r/$r}"
   case $launcher in
     torchrun) vars=(RANK=$r WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=1) ;;
     openmpi) vars=(OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=0) ;;

@@ -4,12 +4,16 @@
 #
 #   scripts/ovs-switch.sh start DIR N   database, sockets, logs and hugetlbfs mount under DIR;
 #                                       bridge br0 (learning, the NORMAL flow) with ports vh1..vhN,
-#                                       each a vhost-user client of DIR/vhI.sock, MTU 9000
+#                                       each a vhost-user server socket DIR/vhI, MTU 9000
 #   scripts/ovs-switch.sh stop DIR      stops it and gives back what start took (idempotent)
 #   scripts/ovs-switch.sh stats DIR     each port's frame and drop counters, one line a port
 #
-# A stack instance serves its socket and the switch connects (and reconnects) to it:
-#   port=net_virtio_user0,path=DIR/vhI.sock,server=1,queues=1,queue_size=1024
+# A stack instance connects to its port's socket as it starts, so its link is up before the
+# program's first message:
+#   port=net_virtio_user0,path=DIR/vhI,queues=1,queue_size=1024
+# (The other way round, the switch as the client of a socket the instance serves, the switch
+# retries its connection once a second: an instance's first messages were lost for up to a
+# second and short runs waited out retransmission timeouts.)
 # Nothing here touches the system's own Open vSwitch: another database, other sockets, and the
 # DPDK binary run directly, not through the ovs-vswitchd alternative or a service.
 #
@@ -57,7 +61,7 @@ cmd_stop() {
   fi
   # Only what start made: DIR may have been given by hand.
   rm -f "$dir"/{conf.db,.conf.db.~lock~,db.sock,ovsdb.log,vswitchd.log,ovsdb.ctl,vswitchd.ctl}
-  rm -f "$dir"/vh*.sock "$dir"/br0.mgmt "$dir"/br0.snoop
+  rm -f "$dir"/vh[0-9]* "$dir"/br0.mgmt "$dir"/br0.snoop
   rmdir "$dir/huge" "$dir" 2>/dev/null || true
 }
 
@@ -97,8 +101,12 @@ cmd_start() {
   vsctl add-br br0 -- set bridge br0 datapath_type=netdev
   local i
   for ((i = 1; i <= n; i++)); do
-    vsctl add-port br0 "vh$i" -- set Interface "vh$i" type=dpdkvhostuserclient \
-      "options:vhost-server-path=$dir/vh$i.sock" options:tx-retries-max=32 mtu_request=9000
+    vsctl add-port br0 "vh$i" -- set Interface "vh$i" type=dpdkvhostuser \
+      options:tx-retries-max=32 mtu_request=9000
+  done
+  for ((i = 1; i <= n; i++)); do
+    for _ in $(seq 100); do [[ -S $dir/vh$i ]] && break; sleep 0.1; done
+    [[ -S $dir/vh$i ]] || die "port vh$i made no socket $dir/vh$i: $(grep -E 'ERR|WARN' "$dir/vswitchd.log" | tail -2)"
   done
   trap - EXIT
   echo "ovs-switch: up in $dir, $n vhost-user ports, poll-mode thread on CPU $cpu"

@@ -56,9 +56,9 @@ settings() {
   local port
   case $vdev in
     pcap) port="net_pcap0,iface=tb0" ;;
-    # The instance serves the socket and the switch connects to it, so either may start first;
-    # 1024 descriptors (virtio's most) ride out a few hundred microseconds without a poll.
-    ovs) port="net_virtio_user0,path=$(ovs_dir)/vh${i}.sock,server=1,queues=1,queue_size=1024" ;;
+    # The switch serves the socket (ovs-switch.sh); 1024 descriptors (virtio's most) ride out a
+    # few hundred microseconds without a poll.
+    ovs) port="net_virtio_user0,path=$(ovs_dir)/vh${i},queues=1,queue_size=1024" ;;
     *) port="net_af_packet0,iface=tb0,blocksz=8192,framesz=8192,framecnt=512" ;;
   esac
   echo "TB_NS=$(ns "$i")"

@@ -6,7 +6,9 @@ Every result row has 13 columns (size, count, type, redop, root, then time, algb
 #wrong out of place and in place); size = count x the type's size; algbw = size / time
 (GB/s = 1e9 B/s, time in us); busbw = algbw x nccl-tests' factor for OP and RANKS; the
 footer's average is the mean of every busbw; #wrong is 0 (or, with --expect-wrong, the
-out-of-bounds count is positive and says FAILED). Prints one line per problem; exit 1 if any.
+out-of-bounds count is positive and says FAILED); the admission lines (one per rank) say no
+peer ever had more than the window (grants x chunk) in flight. Prints one line per problem;
+exit 1 if any.
 """
 import re
 import sys
@@ -69,6 +71,13 @@ def main():
         problems.append("no average bus bandwidth line")
     elif busbws and not close(float(m.group(1)), sum(busbws) / len(busbws)):
         problems.append(f"average {m.group(1)} is not the mean of the busbw column")
+    m = re.search(r"^# Admission: window (\d+) x (\d+) B per peer", text, re.M)
+    peaks = [int(x) for x in re.findall(r"^#  Rank +\d+: .* peak in flight (\d+) B", text, re.M)]
+    if not m or len(peaks) != n:
+        problems.append(f"no admission header or not {n} rank lines")
+    else:
+        window = int(m.group(1)) * int(m.group(2))
+        problems += [f"peak in flight {p} B over the window {window} B" for p in peaks if p > window]
     for p in problems:
         print(f"coll_perf_check: {p}")
     if not problems:

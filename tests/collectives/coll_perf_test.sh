@@ -6,6 +6,11 @@
 #                                       unreachable NCCL_TESTS_MIN_BW (FAILED, exit 1), the
 #                                       nccl-tests names, JSON output, and the launcher as Open
 #                                       MPI and Slurm start ranks
+#   coll_perf_test.sh BINDIR 2 --qps    4 QPs per peer with grants in a class of their own
+#                                       (ROCE_COLL_QPS=4, ROCE_COLL_GRANT_TC=104): exact, and
+#                                       rank 0's capture shows 5 UDP source ports toward rank 1
+#                                       (4 data QPs and the control QP), its grant writes in DSCP
+#                                       26 and its data in DSCP 0
 set -euo pipefail
 BIN=${1:?directory of roce-coll-perf}
 N=${2:?ranks}
@@ -29,6 +34,29 @@ if [[ -z $MODE ]]; then
     /usr/bin/python3 "$check" "$work/$op.out" "$op" "$N" || fail "$op: the table does not check out"
   done
   echo "PASS: every OP on $N ranks"
+  exit 0
+fi
+
+if [[ $MODE == --qps ]]; then
+  command -v tshark >/dev/null || { echo "SKIP: needs tshark"; exit 77; }
+  rc=0
+  ROCE_COLL_QPS=4 ROCE_COLL_GRANT_TC=104 ROCE_COLL_CHUNK=64K "$run" -n "$N" \
+    --device-extra "pcap=$work/rank%r.pcap" -- "$BIN/roce-coll-perf" all_reduce -b 1M -e 4M -f 4 \
+    -n 3 -w 1 -c 1 >"$work/qps.out" 2>&1 || rc=$?
+  ((rc == 0)) || fail "4 QPs per peer: exit $rc"
+  /usr/bin/python3 "$check" "$work/qps.out" all_reduce "$N" || fail "4 QPs per peer: the table"
+  grep -q "QPs per peer 4 (rr), .* grant TC 104, data TC 0" "$work/qps.out" || fail "settings line"
+  # Rank 0's frames toward rank 1 (RoCEv2, UDP 4791): source port and DSCP per BTH opcode.
+  tshark -r "$work/rank0.pcap" -Y "ip.src == 10.77.0.101 && udp.dstport == 4791" \
+    -T fields -e udp.srcport -e ip.dsfield.dscp -e infiniband.bth.opcode >"$work/frames.txt" 2>/dev/null
+  ports=$(cut -f1 "$work/frames.txt" | sort -u | wc -l)
+  ((ports == 5)) || fail "$ports UDP source ports toward rank 1, not 5: $(cut -f1 "$work/frames.txt" | sort | uniq -c | tr '\n' ' ')"
+  # RDMA WRITE Only (opcode 10): grants and probes; the data are WRITE ... with Immediate.
+  bad=$(awk -F'\t' '($3 == 10 && $2 != 26) || ($3 != 10 && $3 != 17 && $2 != 0)' "$work/frames.txt" | head -3)
+  [[ -z $bad ]] || fail "frames in the wrong class (port, DSCP, opcode): $bad"
+  grants=$(awk -F'\t' '$3 == 10' "$work/frames.txt" | wc -l)
+  ((grants > 0)) || fail "no grant write captured"
+  echo "PASS: 4 QPs per peer: $ports source ports toward rank 1, $grants grant writes in DSCP 26"
   exit 0
 fi
 

@@ -37,6 +37,10 @@ TEST(CommOptions, Defaults) {
   EXPECT_EQ(o.retry_count, 6);  // finite on rxe and on this stack (7 retries for ever there)
   EXPECT_EQ(o.chunk_bytes, 256u * 1024);
   EXPECT_EQ(o.slots, 4u);
+  EXPECT_EQ(o.window(), 4u);  // grants in flight: every slot
+  EXPECT_EQ(o.qps_per_peer, 1u);
+  EXPECT_EQ(o.qp_spread, QpSpread::kRoundRobin);
+  EXPECT_FALSE(o.own_control_qp());  // grants on the data QP, in its class
   EXPECT_EQ(o.recv_budget, 1u << 20);
   EXPECT_EQ(o.timeout, std::chrono::seconds(30));
   EXPECT_EQ(o.all_reduce_algo, AllReduceAlgo::kAuto);
@@ -55,6 +59,10 @@ TEST(CommOptions, EveryVariableApplies) {
       {"ROCE_COLL_RETRY_CNT", "3"},
       {"ROCE_COLL_CHUNK", "1M"},
       {"ROCE_COLL_SLOTS", "8"},
+      {"ROCE_COLL_GRANTS", "3"},
+      {"ROCE_COLL_QPS", "16"},
+      {"ROCE_COLL_QP_SPREAD", "split"},
+      {"ROCE_COLL_GRANT_TC", "104"},
       {"ROCE_COLL_RECV_BYTES", "4M"},
       {"ROCE_COLL_ALGO", "ring"},
       {"ROCE_COLL_SMALL_BYTES", "32K"},
@@ -74,6 +82,12 @@ TEST(CommOptions, EveryVariableApplies) {
   EXPECT_EQ(o.retry_count, 3);
   EXPECT_EQ(o.chunk_bytes, 1u << 20);
   EXPECT_EQ(o.slots, 8u);
+  EXPECT_EQ(o.grants, 3u);
+  EXPECT_EQ(o.window(), 3u);
+  EXPECT_EQ(o.qps_per_peer, 16u);
+  EXPECT_EQ(o.qp_spread, QpSpread::kSplit);
+  EXPECT_EQ(o.grant_traffic_class, 104);
+  EXPECT_TRUE(o.own_control_qp());
   EXPECT_EQ(o.recv_budget, 4u << 20);
   EXPECT_EQ(o.all_reduce_algo, AllReduceAlgo::kRing);
   EXPECT_EQ(o.small_bytes, 32u * 1024);
@@ -96,7 +110,17 @@ TEST(CommOptions, BadValuesNameTheVariable) {
   EXPECT_EQ(refusal({{"ROCE_COLL_CHUNK", "4T"}}),
             "ROCE_COLL_CHUNK='4T': the only suffixes are K, M and G");
   EXPECT_EQ(refusal({{"ROCE_COLL_CHUNK", "2G"}}),
-            "ROCE_COLL_CHUNK='2G': out of range [4096, 1073741824]");
+            "ROCE_COLL_CHUNK='2G': out of range [256, 1073741824]");
+  EXPECT_EQ(refusal({{"ROCE_COLL_CHUNK", "255"}}),
+            "ROCE_COLL_CHUNK='255': out of range [256, 1073741824]");
+  EXPECT_EQ(refusal({{"ROCE_COLL_QPS", "17"}}), "ROCE_COLL_QPS='17': out of range [1, 16]");
+  EXPECT_EQ(refusal({{"ROCE_COLL_QPS", "0"}}), "ROCE_COLL_QPS='0': out of range [1, 16]");
+  EXPECT_EQ(refusal({{"ROCE_COLL_QP_SPREAD", "hash"}}),
+            "ROCE_COLL_QP_SPREAD='hash': takes rr or split");
+  EXPECT_EQ(refusal({{"ROCE_COLL_GRANTS", "5"}}),
+            "ROCE_COLL_GRANTS='5': more than the 4 slots (ROCE_COLL_SLOTS)");
+  EXPECT_EQ(refusal({{"ROCE_COLL_GRANT_TC", "256"}}),
+            "ROCE_COLL_GRANT_TC='256': out of range [-1, 255]");
   EXPECT_EQ(refusal({{"ROCE_COLL_ALGO", "tree"}}), "ROCE_COLL_ALGO='tree': takes auto, ring or rd");
   EXPECT_EQ(refusal({{"ROCE_COLL_REG_CACHE", "maybe"}}),
             "ROCE_COLL_REG_CACHE='maybe': takes 1 or 0");
