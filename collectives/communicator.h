@@ -23,7 +23,7 @@
 
 #include "collectives/config.h"
 #include "collectives/error.h"
-#include "collectives/peer.h"
+#include "collectives/peer_counters.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/config.h"
+#include "collectives/peer_counters.h"
 #include "collectives/records.h"
 
 namespace roce::coll {
@@ -47,16 +48,6 @@ inline uint32_t pieces_for(uint32_t granted, uint32_t qps, QpSpread spread) {
 struct RemoteRegion {
   uint64_t addr = 0;
   uint32_t rkey = 0;
-};
-
-// Admission counters of one peer, both directions (the benchmark prints them).
-struct PeerCounters {
-  uint64_t grants_sent = 0;      // grants this rank wrote to the peer (as its receiver)
-  uint64_t grants_received = 0;  // grants of the peer this rank wrote data into
-  uint64_t bytes_sent = 0;
-  uint64_t grant_wait_ns = 0;        // time this rank had data for the peer, room, and no grant
-  uint64_t peak_inflight_bytes = 0;  // most bytes written to the peer and not yet acknowledged
-  uint64_t peak_granted_bytes = 0;   // most bytes granted to the peer and not yet landed
 };
 
 struct PeerQps {

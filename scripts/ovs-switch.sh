@@ -6,7 +6,10 @@
 #                                       bridge br0 (learning, the NORMAL flow) with ports vh1..vhN,
 #                                       each a vhost-user server socket DIR/vhI, MTU 9000
 #   scripts/ovs-switch.sh stop DIR      stops it and gives back what start took (idempotent)
-#   scripts/ovs-switch.sh stats DIR     each port's frame and drop counters, one line a port
+#   scripts/ovs-switch.sh stats DIR     the frames the poll-mode thread received, the MACs the
+#                                       bridge learned on each port (what passed through it: a
+#                                       vhost port's own counters restart when its instance leaves)
+#                                       and each port's drop counters
 #
 # A stack instance connects to its port's socket as it starts, so its link is up before the
 # program's first message:
@@ -114,6 +117,9 @@ cmd_start() {
 
 cmd_stats() {
   local p
+  echo "pmd $(ovs-appctl -t "$dir/vswitchd.ctl" dpif-netdev/pmd-stats-show |
+    awk '/packets received:/ { n += $3 } END { print "packets_received=" n + 0 }')"
+  ovs-appctl -t "$dir/vswitchd.ctl" fdb/show br0 | awk 'NR > 1 { print "learned port=" $1 " mac=" $3 }'
   for p in $(vsctl list-ports br0); do
     echo "$p $(vsctl get Interface "$p" statistics | tr -d '{} ' | tr ',' '\n' |
       grep -E '^(rx|tx)_packets=|drop|failure|retries' | paste -sd' ')"

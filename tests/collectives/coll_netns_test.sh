@@ -107,10 +107,14 @@ if [[ -n $DROP ]]; then
   ((dropped > 0)) || die "no frame was dropped"
 fi
 if [[ $VDEV == ovs ]]; then
-  # The frames went through the switch: every port received some (its counters, in the log).
+  # The frames went through the switch: it learned every instance's MAC on a port of its own.
   stats=$("$(dirname "$TESTBED")/ovs-switch.sh" stats "/run/${ROCE_TB_PREFIX}ovs")
-  log "switch: $(echo "$stats" | paste -sd';')"
-  carried=$(echo "$stats" | grep -c ' rx_packets=[1-9]' || true)
-  ((carried == N)) || die "only $carried of the switch's $N ports received frames"
+  log "switch: $(echo "$stats" | grep -v '^vh' | paste -sd';')"
+  for ((i = 1; i <= N; i++)); do
+    mac=$(printf '02:00:00:77:00:%02x' "$i")
+    echo "$stats" | grep -q "^learned port=[0-9]* mac=$mac$" || die "the switch never saw $mac"
+  done
+  ports=$(echo "$stats" | sed -n 's/^learned port=\([0-9]*\) .*/\1/p' | sort -u | wc -l)
+  ((ports >= N)) || die "the instances' MACs were learned on $ports ports, not $N"
 fi
 log "PASS: $N ranks on $VDEV, every result exact${DROP:+ with $DROP of the frames dropped}"
