@@ -56,6 +56,7 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "loopback_frames (to our own MAC, not through the port)", c.loopback_frames);
   add(out, "loopback_waits (the loopback ring was full)", c.loopback_waits);
   e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
+  out += format_destroyed_qp_counters(e);
   return out;
 }
 
@@ -71,16 +72,9 @@ std::string format_runner_counters(const RunnerStats& s) {
   return out;
 }
 
-std::string format_qp_counters(const Qp& q) {
-  const QpCounters& c = q.counters_;
-  char head[64];
-  if (const SharedReceiveQueue* srq = q.init_attr().srq) {
-    std::snprintf(head, sizeof head, "qp 0x%06x (%s, receives from SRQ %u):\n", q.qpn(),
-                  to_string(q.state()), srq->srqn());
-  } else {
-    std::snprintf(head, sizeof head, "qp 0x%06x (%s):\n", q.qpn(), to_string(q.state()));
-  }
-  std::string out = head;
+namespace {
+
+void add_qp_lines(std::string& out, const QpCounters& c) {
   add(out, "tx_packets", c.tx_packets);
   add(out, "tx_bytes", c.tx_bytes);
   add(out, "rx_packets", c.rx_packets);
@@ -102,6 +96,20 @@ std::string format_qp_counters(const Qp& q) {
   add(out, "atomics_executed", c.atomics_executed);
   add(out, "cnps_sent", c.cnps_sent);
   add(out, "cnps_received", c.cnps_received);
+}
+
+}  // namespace
+
+std::string format_qp_counters(const Qp& q) {
+  char head[64];
+  if (const SharedReceiveQueue* srq = q.init_attr().srq) {
+    std::snprintf(head, sizeof head, "qp 0x%06x (%s, receives from SRQ %u):\n", q.qpn(),
+                  to_string(q.state()), srq->srqn());
+  } else {
+    std::snprintf(head, sizeof head, "qp 0x%06x (%s):\n", q.qpn(), to_string(q.state()));
+  }
+  std::string out = head;
+  add_qp_lines(out, q.counters_);
   if (q.cc_.kind == CcKind::kDcqcn) {
     const auto& rc = q.cc_.rp.counters();
     add(out, "dcqcn rate cuts", rc.rate_cuts);
@@ -113,6 +121,15 @@ std::string format_qp_counters(const Qp& q) {
                   q.cc_.rp.rate_gbps(), q.cc_.rp.target_gbps(), q.cc_.rp.alpha());
     out += rate;
   }
+  return out;
+}
+
+// The QPs destroyed so far, their counters summed (a program that closed its QPs before the
+// device's counters were written still shows its retransmissions and timeouts).
+std::string format_destroyed_qp_counters(const Engine& e) {
+  if (e.destroyed_qps() == 0) return "";
+  std::string out = "destroyed qps (" + std::to_string(e.destroyed_qps()) + ", summed):\n";
+  add_qp_lines(out, e.destroyed_qp_counters());
   return out;
 }
 

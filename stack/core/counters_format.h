@@ -11,6 +11,7 @@ namespace roce {
 
 std::string format_engine_counters(const Engine& e);
 std::string format_qp_counters(const Qp& q);
+std::string format_destroyed_qp_counters(const Engine& e);
 // The engine thread's idle behaviour (threaded mode): how often it found work, yielded its core
 // (and got it back only late, with work waiting: a thread sharing the core starved it), slept.
 std::string format_runner_counters(const RunnerStats& s);

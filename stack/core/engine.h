@@ -198,6 +198,10 @@ class Engine {
     periodic_ctx_ = ctx;
     next_periodic_ = 0;
   }
+  // The counters of the QPs destroyed so far, summed, and how many: what a program that has
+  // closed its QPs did on the wire (control path: counters).
+  const QpCounters& destroyed_qp_counters() const { return destroyed_ctr_; }
+  uint64_t destroyed_qps() const { return destroyed_qps_; }
   // Visits every QP (control path: counters, tools).
   template <typename F>
   void for_each_qp(F&& f) const {
@@ -412,6 +416,8 @@ class Engine {
   Mtu active_mtu_ = Mtu::k1024;
   uint16_t rx_vid_ = 0;  // the VID received frames may carry besides 0 (EngineConfig::vlan)
   EngineCounters ctr_{};
+  QpCounters destroyed_ctr_{};
+  uint64_t destroyed_qps_ = 0;
   MrTable mrs_;
   NeighborTable neighbors_;
   TimerWheel timers_;

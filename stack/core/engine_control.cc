@@ -360,6 +360,8 @@ int Engine::destroy_qp(Qp* qp) {
   if (qp->budget_wait_) unlink_from(budget_head_, budget_tail_, qp, &Qp::next_budget_);
   charge_port(*qp, /*gone=*/true);
   --pd_users_[qp->init_.pd];
+  add_counters(destroyed_ctr_, qp->counters_);
+  ++destroyed_qps_;
   qps_[qp->qpn()].reset();
   return 0;
 }

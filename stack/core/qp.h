@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "stack/cc/dcqcn.h"
 #include "stack/core/queues.h"
@@ -58,6 +60,19 @@ struct QpCounters {
   uint64_t cnps_received = 0;
   uint64_t cnps_sent = 0;
 };
+
+// sum += c, field by field (QpCounters is nothing but uint64_t counters): the engine keeps the
+// sum of its destroyed QPs' counters.
+inline void add_counters(QpCounters& sum, const QpCounters& c) {
+  static_assert(sizeof(QpCounters) % sizeof(uint64_t) == 0 &&
+                std::is_trivially_copyable_v<QpCounters>);
+  constexpr size_t n = sizeof(QpCounters) / sizeof(uint64_t);
+  uint64_t a[n], b[n];
+  std::memcpy(a, &sum, sizeof a);
+  std::memcpy(b, &c, sizeof b);
+  for (size_t i = 0; i < n; ++i) a[i] += b[i];
+  std::memcpy(&sum, a, sizeof a);
+}
 
 // Engine-private state of one send-queue slot.
 struct SendSlot {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../support/sim_host.h"
+#include "stack/core/counters_format.h"
 
 namespace {
 using namespace roce;
@@ -57,6 +58,33 @@ TEST_F(RcBasic, SendOnly) {
   EXPECT_EQ(std::memcmp(b_.mem() + 100, "hello, rdma", 12), 0);
   EXPECT_EQ(ca[0].status, WcStatus::kSuccess);
   EXPECT_EQ(ca[0].wr_id, 9u);
+}
+
+// A destroyed QP's counters stay in the engine's sum, so a program that closes its QPs before
+// the device's counters are written still shows what they did on the wire.
+TEST_F(RcBasic, ADestroyedQpsCountersAreKeptSummed) {
+  connect();
+  Sge s{a_.addr(), 9000, a_.key()};
+  ASSERT_EQ(qa_->post_send({.wr_id = 1,
+                            .sg_list = &s,
+                            .num_sge = 1,
+                            .opcode = WrOpcode::kRdmaWrite,
+                            .send_flags = kSendSignaled,
+                            .remote_addr = b_.addr(),
+                            .rkey = b_.key()}),
+            0);
+  std::vector<Cqe> ca;
+  ASSERT_TRUE(wait(a_, 1, ca));
+  const QpCounters before = qa_->counters_;
+  ASSERT_GT(before.tx_packets, 1u);
+  EXPECT_EQ(format_destroyed_qp_counters(a_.engine()), "");
+  ASSERT_EQ(a_.engine().destroy_qp(qa_), 0);
+  EXPECT_EQ(a_.engine().destroyed_qps(), 1u);
+  EXPECT_EQ(a_.engine().destroyed_qp_counters().tx_packets, before.tx_packets);
+  EXPECT_EQ(a_.engine().destroyed_qp_counters().tx_bytes, before.tx_bytes);
+  const std::string text = format_engine_counters(a_.engine());
+  EXPECT_NE(text.find("destroyed qps (1, summed):\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  tx_packets"), std::string::npos) << text;
 }
 
 TEST_F(RcBasic, MultiPacketWriteReadAtomic) {

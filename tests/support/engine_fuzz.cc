@@ -17,18 +17,6 @@ namespace {
 
 namespace op = wire::op;
 
-// sum += c, field by field (QpCounters is nothing but uint64_t counters).
-void add_counters(QpCounters& sum, const QpCounters& c) {
-  static_assert(sizeof(QpCounters) % sizeof(uint64_t) == 0 &&
-                std::is_trivially_copyable_v<QpCounters>);
-  constexpr size_t n = sizeof(QpCounters) / sizeof(uint64_t);
-  uint64_t a[n], b[n];
-  std::memcpy(a, &sum, sizeof a);
-  std::memcpy(b, &c, sizeof b);
-  for (size_t i = 0; i < n; ++i) a[i] += b[i];
-  std::memcpy(&sum, a, sizeof a);
-}
-
 // Response packets a READ of `dma` bytes asks for.
 uint32_t read_psns(uint32_t dma, uint32_t mtu) { return std::max(1u, (dma + mtu - 1) / mtu); }
 
