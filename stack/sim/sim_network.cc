@@ -280,15 +280,24 @@ bool SimNetwork::deliver_due() {
 
 bool SimNetwork::run_until(const std::function<bool()>& done, uint64_t deadline_ns) {
   constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  int idle_polls = 0;  // rounds in a row in which no actor did anything
   while (!done()) {
     if (clock_.now_ns() > deadline_ns) return false;
     bool any = deliver_due();
     for (auto& a : actors_) any |= a.poll();
-    if (any) continue;
+    if (any) {
+      idle_polls = 0;
+      continue;
+    }
     bool busy = false;
     for (auto& a : actors_) busy |= a.busy && a.busy();
-    if (busy) continue;
-    // Everyone is idle: jump to the next thing that will happen.
+    // Busy is not always able to move: an engine whose frames wait for room in its port's full
+    // transmit ring (several QPs whose windows together exceed the ring) has output but cannot
+    // send it before the uplink serialises a frame. A second round without work would repeat
+    // the first for ever at this instant, so then time moves on as if all were idle.
+    if (busy && ++idle_polls < 2) continue;
+    idle_polls = 0;
+    // Everyone is idle (or stuck until later): jump to the next thing that will happen.
     uint64_t next = events_.empty() ? kNever : events_.top().time;
     for (auto& a : actors_) {
       if (a.next_time) next = std::min(next, a.next_time());
