@@ -1,6 +1,7 @@
 #include "stack/sim/ecmp_scenario.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -158,7 +159,9 @@ EcmpResult Runner::run() {
     return r;
   }
   net_.add_actor({[this] { return drive(); }, nullptr, nullptr});
-  r.ideal_ns = static_cast<uint64_t>(static_cast<double>(cfg_.peer_bytes) * 8 / cfg_.net.link_gbps);
+  // Rounded up: never 0, so that ratios to it stay finite.
+  r.ideal_ns = static_cast<uint64_t>(
+      std::ceil(static_cast<double>(cfg_.peer_bytes) * 8 / cfg_.net.link_gbps));
   // Slow enough to be broken: every transfer on one path would take peers x ideal.
   const uint64_t deadline = std::max<uint64_t>(50 * r.ideal_ns * cfg_.peers, 1'000'000'000);
   const bool ok = net_.run_until(
