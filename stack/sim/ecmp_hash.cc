@@ -64,6 +64,8 @@ bool parse_five_tuple(const uint8_t* frame, uint32_t len, FiveTuple* out) {
   return true;
 }
 
+// The addresses are taken as 64-bit words in the host's byte order: the same run draws the
+// same paths on every little-endian machine (the ones this stack runs on), other ones differently.
 uint32_t ecmp_hash(const FiveTuple& t, uint64_t seed) {
   uint64_t w[5];
   std::memcpy(w, t.src.data(), 16);
