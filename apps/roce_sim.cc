@@ -3,6 +3,8 @@
 //   roce-sim --seeds 1-10000            random mixes of operations on several QPs under random
 //                                       faults; one line per failing seed, then a summary
 //   roce-sim --seeds 42 --faults drop=0.2,reorder=0.05 --hosts 3 --qps 4
+//   roce-sim --scenario fairness|incast|joinleave|ecmp ...   congestion control and ECMP on the
+//                                       simulated switch (docs/dcqcn.md, docs/ecmp.md)
 //
 // Every seed fixes the whole run (topology, operation mix, sizes, faults), so a failing seed is
 // reproduced exactly by running it again with the same options. Exit status: 0 if every seed
@@ -25,19 +27,6 @@ namespace {
 
 using namespace roce;
 using namespace roce::sim;
-
-// Digits only: std::stoull would also take "-3" (as 2^64 - 3), "+3" and leading blanks.
-bool parse_seed(std::string_view s, uint64_t* v) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-bool parse_range(const std::string& s, uint64_t* a, uint64_t* b) {
-  const auto dash = s.find('-');
-  if (dash == std::string::npos) return parse_seed(s, a) && parse_seed(s, b);
-  const std::string_view v(s);
-  return parse_seed(v.substr(0, dash), a) && parse_seed(v.substr(dash + 1), b) && *a <= *b;
-}
 
 std::string describe(const LinkConfig& l) {
   char buf[256];
@@ -99,8 +88,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "One line per seed, passing or not");
   roce::apps::ScenarioOptions sc;
   auto* scen = app.add_option("--scenario", sc.scenario,
-                              "Congestion-control scenario instead of seeds: fairness, incast or "
-                              "joinleave (see docs/dcqcn.md)");
+                              "Congestion-control scenario instead of seeds: fairness, incast, "
+                              "joinleave (see docs/dcqcn.md) or ecmp (docs/ecmp.md)");
   app.add_option("--flows", sc.flows, "Scenario: flow counts, e.g. 2,4,8,16")
       ->capture_default_str();
   app.add_option("--profile", sc.profile, "Scenario: DCQCN profile paper, connectx or none")
@@ -136,27 +125,59 @@ int main(int argc, char** argv) {
       ->check(roce::apps::kNoMinus);
   app.add_flag("!--ecn-on-enqueue", sc.ecn_on_dequeue,
                "Scenario: mark CE at enqueue instead of dequeue");
-  app.add_option("--csv", sc.csv, "Scenario: write the time series (queue, per-flow rates)");
+  app.add_option("--csv", sc.csv,
+                 "Scenario: write the time series (queue, per-flow rates); ecmp: a row per run");
+  app.add_option("--peers", sc.peers, "ecmp: sender -> receiver pairs across the two leaves")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--paths", sc.paths, "ecmp: equal-cost paths between the leaves")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  app.add_option("--qps-per-peer", sc.qps_per_peer,
+                 "ecmp: QP counts K, e.g. 1,2,4,8: each peer's bytes dealt over K QPs")
+      ->capture_default_str();
+  app.add_option("--hash-seeds", sc.hash_seeds, "ecmp: the switch's hash seed, or a range A-B")
+      ->capture_default_str();
+  app.add_option("--peer-bytes", sc.peer_bytes, "ecmp: bytes each sender writes to its receiver")
+      ->check(CLI::Range(1ull, 1ull << 30))
+      ->capture_default_str();
   // Each option is the seeds' or the scenarios' (--mtu is both): given to the other, it is an
   // error rather than silently ignored.
   for (const char* name : {"--seeds", "--faults", "--hosts", "--qps", "--loopback", "--rate-limit",
                            "--ops", "--max-size", "-v"}) {
     app.get_option(name)->excludes(scen);
   }
-  for (const char* name : {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin",
-                           "--kmax", "--pmax", "--duration-ms", "--join-interval-ms",
-                           "--incast-bytes", "--scenario-seed", "--ecn-on-enqueue", "--csv"}) {
+  for (const char* name :
+       {"--flows", "--profile", "--cc", "--link-gbps", "--buffer", "--kmin", "--kmax", "--pmax",
+        "--duration-ms", "--join-interval-ms", "--incast-bytes", "--scenario-seed",
+        "--ecn-on-enqueue", "--csv", "--peers", "--paths", "--qps-per-peer", "--hash-seeds",
+        "--peer-bytes"}) {
     app.get_option(name)->needs(scen);
   }
   if (const int rc = roce::apps::parse_command_line(app, argc, argv, "roce-sim"); rc >= 0)
     return rc;
   if (*scen) {
+    // The ECMP scenario's options and the others' own: each is refused where it means nothing.
+    const bool ecmp = sc.scenario == "ecmp";
+    for (const char* name :
+         {"--peers", "--paths", "--qps-per-peer", "--hash-seeds", "--peer-bytes"}) {
+      if (!ecmp && app.count(name)) {
+        std::fprintf(stderr, "roce-sim: %s is an option of --scenario ecmp\n", name);
+        return 2;
+      }
+    }
+    for (const char* name : {"--flows", "--duration-ms", "--join-interval-ms", "--incast-bytes"}) {
+      if (ecmp && app.count(name)) {
+        std::fprintf(stderr, "roce-sim: %s is not an option of --scenario ecmp\n", name);
+        return 2;
+      }
+    }
     if (mtu) sc.mtu = mtu;
     return roce::apps::run_scenarios(sc);
   }
 
   uint64_t first = 0, last = 0;
-  if (!parse_range(seeds, &first, &last)) {
+  if (!roce::apps::parse_range(seeds, &first, &last)) {
     std::fprintf(stderr, "roce-sim: --seeds: '%s' is not a seed or a range A-B\n", seeds.c_str());
     return 2;
   }

@@ -5,13 +5,16 @@
 //   incast     with DCQCN: no drops and completion within 1.2 x the C-limited ideal; the same
 //              incast without congestion control is run and reported beside it
 //   joinleave  after every join and leave the active flows share the link again
+//   ecmp       (roce_sim_ecmp.cc) every byte delivered; the paths' load evener with more QPs
 #include "apps/roce_sim_scenario.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "stack/sim/scenario.h"
 
@@ -36,11 +39,7 @@ std::string kind_name(ScenarioKind k) {
 }
 
 void write_csv(const std::string& path, const ScenarioResult& r, std::string* err) {
-  std::ofstream f(path);
-  if (!f) {
-    *err = "cannot write " + path + ": " + std::strerror(errno);
-    return;
-  }
+  std::ostringstream f;
   f << "t_ms,queue_kb";
   const size_t n = r.flows.size();
   for (size_t i = 0; i < n; ++i) f << ",flow" << i << "_gbps";
@@ -52,8 +51,7 @@ void write_csv(const std::string& path, const ScenarioResult& r, std::string* er
     for (double v : s.rate_gbps) f << "," << v;
     f << "\n";
   }
-  f.close();  // a full disk shows here, or in a write before
-  if (f.fail()) *err = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
+  write_text(path, f.str(), err);
 }
 
 void report(const ScenarioConfig& c, const std::string& profile, const ScenarioResult& r) {
@@ -101,37 +99,65 @@ void report(const ScenarioConfig& c, const std::string& profile, const ScenarioR
 
 }  // namespace
 
+bool write_text(const std::string& path, const std::string& text, std::string* err) {
+  std::ofstream f(path);
+  if (!f) {
+    *err = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  f << text;
+  f.close();  // a full disk shows here, or in a write before
+  if (f.fail()) {
+    *err = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
+    return false;
+  }
+  return true;
+}
+
+bool parse_counts(const std::string& s, uint32_t max, std::vector<uint32_t>* out) {
+  out->clear();
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(item.c_str(), &end, 10);
+    if (item.empty() || item[0] < '0' || item[0] > '9' || *end || v < 1 || v > max) return false;
+    out->push_back(static_cast<uint32_t>(v));
+  }
+  return !out->empty();
+}
+
+namespace {
+// Digits only: std::stoull would also take "-3" (as 2^64 - 3), "+3" and leading blanks.
+bool parse_number(std::string_view s, uint64_t* v) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+}  // namespace
+
+bool parse_range(const std::string& s, uint64_t* a, uint64_t* b) {
+  const auto dash = s.find('-');
+  if (dash == std::string::npos) return parse_number(s, a) && parse_number(s, b);
+  const std::string_view v(s);
+  return parse_number(v.substr(0, dash), a) && parse_number(v.substr(dash + 1), b) && *a <= *b;
+}
+
 int run_scenarios(const ScenarioOptions& o) {
-  ScenarioKind kind;
-  if (o.scenario == "fairness") {
-    kind = ScenarioKind::kFairness;
-  } else if (o.scenario == "incast") {
+  ScenarioKind kind = ScenarioKind::kFairness;
+  if (o.scenario == "incast") {
     kind = ScenarioKind::kIncast;
   } else if (o.scenario == "joinleave") {
     kind = ScenarioKind::kJoinLeave;
-  } else {
-    std::fprintf(stderr, "roce-sim: --scenario: '%s' is not fairness, incast or joinleave\n",
+  } else if (o.scenario != "fairness" && o.scenario != "ecmp") {
+    std::fprintf(stderr, "roce-sim: --scenario: '%s' is not fairness, incast, joinleave or ecmp\n",
                  o.scenario.c_str());
     return 2;
   }
   std::vector<uint32_t> flow_counts;
-  {
-    std::stringstream ss(o.flows);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      char* end = nullptr;
-      const unsigned long v = std::strtoul(item.c_str(), &end, 10);
-      if (item.empty() || *end || v < 1 || v > 64) {
-        std::fprintf(stderr, "roce-sim: --flows: '%s' is not a list of counts in 1..64\n",
-                     o.flows.c_str());
-        return 2;
-      }
-      flow_counts.push_back(static_cast<uint32_t>(v));
-    }
-    if (flow_counts.empty()) {
-      std::fprintf(stderr, "roce-sim: --flows: '' is not a list of counts in 1..64\n");
-      return 2;
-    }
+  if (!parse_counts(o.flows, 64, &flow_counts)) {
+    std::fprintf(stderr, "roce-sim: --flows: '%s' is not a list of counts in 1..64\n",
+                 o.flows.c_str());
+    return 2;
   }
   if (o.kmin_bytes > o.kmax_bytes) {
     std::fprintf(stderr, "roce-sim: --kmin (%llu) is above --kmax (%llu)\n",
@@ -155,24 +181,27 @@ int run_scenarios(const ScenarioOptions& o) {
     return 2;
   }
 
+  ScenarioConfig base;
+  base.dcqcn = o.profile != "none";
+  base.params = params;
+  base.link_gbps = o.link_gbps;
+  base.buffer_bytes = o.buffer_bytes;
+  base.kmin_bytes = o.kmin_bytes;
+  base.kmax_bytes = o.kmax_bytes;
+  base.pmax = o.pmax;
+  base.mtu = static_cast<Mtu>(__builtin_ctz(o.mtu) - 7);
+  base.duration_ns = o.duration_ms * 1'000'000;
+  if (o.join_interval_ms) base.join_interval_ns = o.join_interval_ms * 1'000'000;
+  base.incast_bytes = o.incast_bytes;
+  base.seed = o.seed;
+  base.ecn_on_dequeue = o.ecn_on_dequeue;
+  if (o.scenario == "ecmp") return run_ecmp_scenarios(o, base);
+
   bool all_passed = true;
   for (uint32_t n : flow_counts) {
-    ScenarioConfig c;
+    ScenarioConfig c = base;
     c.kind = kind;
     c.flows = n;
-    c.dcqcn = o.profile != "none";
-    c.params = params;
-    c.link_gbps = o.link_gbps;
-    c.buffer_bytes = o.buffer_bytes;
-    c.kmin_bytes = o.kmin_bytes;
-    c.kmax_bytes = o.kmax_bytes;
-    c.pmax = o.pmax;
-    c.mtu = static_cast<Mtu>(__builtin_ctz(o.mtu) - 7);
-    c.duration_ns = o.duration_ms * 1'000'000;
-    if (o.join_interval_ms) c.join_interval_ns = o.join_interval_ms * 1'000'000;
-    c.incast_bytes = o.incast_bytes;
-    c.seed = o.seed;
-    c.ecn_on_dequeue = o.ecn_on_dequeue;
     const ScenarioResult r = sim::run_scenario(c);
     report(c, o.profile, r);
     if (!o.csv.empty()) {

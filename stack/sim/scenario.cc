@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "stack/core/engine.h"
+#include "stack/sim/scenario_host.h"
 #include "stack/sim/sim_network.h"
 
 namespace roce::sim {
@@ -22,14 +23,7 @@ double jain_index(const std::vector<double>& x) {
 
 namespace {
 
-struct Host {
-  SimPort* port = nullptr;
-  std::unique_ptr<Engine> engine;
-  std::vector<uint8_t> mem;
-  uint32_t pd = 0, key = 0;
-  CompletionQueue* cq = nullptr;
-  uint64_t addr() const { return reinterpret_cast<uint64_t>(mem.data()); }
-};
+using Host = ScenarioHost;
 
 struct Flow {
   Qp* sq = nullptr;  // sender's QP
@@ -70,95 +64,14 @@ bool Runner::setup(std::string* err) {
   if (!p.validate(err)) return false;
   const uint32_t mem = std::max(cfg_.message_bytes, cfg_.incast_bytes);
   for (uint32_t h = 0; h <= n; ++h) {
-    auto host = std::make_unique<Host>();
-    host->port = net_.add_port(
-        Mac{0x02, 0, 0, 0, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h + 1)});
-    LinkConfig& up = host->port->uplink();
-    up.rate_gbps = cfg_.link_gbps;
-    up.delay_ns = cfg_.link_delay_ns;
-    EgressConfig& eg = host->port->egress();
-    eg.rate_gbps = cfg_.link_gbps;
-    eg.delay_ns = cfg_.link_delay_ns;
-    eg.buffer_bytes = cfg_.buffer_bytes;
-    eg.ecn_kmin_bytes = cfg_.kmin_bytes;
-    eg.ecn_kmax_bytes = cfg_.kmax_bytes;
-    eg.ecn_pmax = cfg_.pmax;
-    eg.ecn_mark_on_dequeue = cfg_.ecn_on_dequeue;
-    EngineConfig ec;
-    ec.mac = host->port->mac();
-    ec.gids = {Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 1, static_cast<uint8_t>(h >> 8),
-                   static_cast<uint8_t>(h + 1)}};
-    ec.seed = cfg_.seed + h;
-    ec.default_cc = cfg_.dcqcn ? CcKind::kDcqcn : CcKind::kNone;
-    ec.max_inflight_psns = cfg_.window_psns;
-    ec.dcqcn = p;
-    host->engine = std::make_unique<Engine>(ec, host->port, &net_.clock());
-    host->mem.assign(mem, 0);
-    host->pd = host->engine->alloc_pd();
-    if (host->engine->reg_mr(host->pd, host->mem.data(), mem, host->addr(),
-                             kAccessLocalWrite | kAccessRemoteWrite, &host->key)) {
-      *err = "reg_mr";
-      return false;
-    }
-    int e = 0;
-    host->cq = host->engine->create_cq(65536, &e);
-    Engine* eng = host->engine.get();
-    net_.add_actor({[eng] { return eng->poll(); }, [eng] { return eng->next_timer_ns(); },
-                    [eng] { return eng->has_pending_output(); }});
+    auto host = add_scenario_host(net_, h, cfg_, p, mem, err);
+    if (!host) return false;
     hosts_.push_back(std::move(host));
   }
   Host& rx = *hosts_[n];
   for (uint32_t i = 0; i < n; ++i) {
-    Host& tx = *hosts_[i];
-    tx.engine->neighbors().add_static(rx.engine->config().gids[0], rx.port->mac());
-    rx.engine->neighbors().add_static(tx.engine->config().gids[0], tx.port->mac());
     Flow f;
-    for (int side = 0; side < 2; ++side) {
-      Host& h = side ? rx : tx;
-      QpInitAttr ia;
-      ia.pd = h.pd;
-      ia.send_cq = ia.recv_cq = h.cq;
-      ia.cap.max_send_wr = 64;
-      ia.cap.max_recv_wr = 1;
-      int e = 0;
-      (side ? f.rq : f.sq) = h.engine->create_qp(ia, &e);
-    }
-    for (int side = 0; side < 2; ++side) {
-      Host& h = side ? rx : tx;
-      Host& peer = side ? tx : rx;
-      Qp* q = side ? f.rq : f.sq;
-      Qp* pq = side ? f.sq : f.rq;
-      QpAttr a;
-      a.qp_state = QpState::kInit;
-      a.port_num = 1;
-      a.qp_access_flags = kAccessRemoteWrite;
-      int rc = h.engine->modify_qp(q, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-      a = QpAttr{};
-      a.qp_state = QpState::kRtr;
-      a.path_mtu = cfg_.mtu;
-      a.dest_qp_num = pq->qpn();
-      a.max_dest_rd_atomic = 1;
-      a.min_rnr_timer = 1;
-      a.ah_attr.dgid = peer.engine->config().gids[0];
-      rc = rc ? rc
-              : h.engine->modify_qp(q, a,
-                                    kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                        kQpMaxDestRdAtomic | kQpMinRnrTimer);
-      a = QpAttr{};
-      a.qp_state = QpState::kRts;
-      a.timeout = 12;  // 16.8 ms, a common setting
-      a.retry_cnt = 7;
-      a.rnr_retry = 7;
-      a.max_rd_atomic = 1;
-      rc = rc ? rc
-              : h.engine->modify_qp(q, a,
-                                    kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                                        kQpMaxQpRdAtomic);
-      if (rc) {
-        *err = "modify_qp: errno " + std::to_string(rc);
-        return false;
-      }
-    }
+    if (!connect_scenario_qps(*hosts_[i], rx, cfg_, &f.sq, &f.rq, err)) return false;
     if (cfg_.kind == ScenarioKind::kJoinLeave) {
       f.start_ns = i * cfg_.join_interval_ns;
       // The first flows leave again, in the order they came, after everyone has joined.

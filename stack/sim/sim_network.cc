@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "stack/sim/ecmp_hash.h"
 #include "stack/wire/headers.h"
 #include "stack/wire/parser.h"
 
@@ -16,6 +17,12 @@ uint64_t serialisation_ns(uint32_t bytes, double gbps) {
   if (gbps <= 0) return 0;
   // + 20 bytes of preamble, SFD and inter-frame gap, + 4 of FCS, as a real link carries.
   return static_cast<uint64_t>((bytes + 24) * 8 / gbps);
+}
+
+// Bytes waiting in an egress queue that is busy until free_ns.
+uint64_t backlog_bytes(const EgressConfig& e, uint64_t free_ns, uint64_t now) {
+  if (e.rate_gbps <= 0 || free_ns <= now) return 0;
+  return static_cast<uint64_t>((free_ns - now) * e.rate_gbps / 8);
 }
 
 }  // namespace
@@ -112,70 +119,112 @@ void SimNetwork::on_transmit(SimPort& src, PktBuf b) {
   }
 }
 
-// The switch forwards by destination MAC (broadcast floods) into output queues.
-void SimNetwork::at_switch(int src, PktBuf b) {
-  const uint8_t* dst = b.data;
-  const bool bcast = (dst[0] & 1) != 0;
-  int target = -1;
-  if (!bcast) {
-    for (const auto& p : ports_) {
-      if (std::memcmp(p->mac_.data(), dst, 6) == 0) {
-        target = p->index_;
-        break;
-      }
-    }
-    if (target < 0 || target == src) {
-      put_buffer(b);  // unknown destination: a learning switch would flood; we drop
-      return;
-    }
-  }
-  const uint64_t now = clock_.now_ns();
-  for (const auto& p : ports_) {
-    if (bcast ? p->index_ == src : p->index_ != target) continue;
-    PktBuf f = bcast ? clone(b) : b;
-    if (!f.handle) continue;
-    SimPort& out = *p;
-    const EgressConfig& e = out.egress_;
-    uint64_t depart = now;
-    if (e.rate_gbps > 0) {
-      const uint64_t backlog_ns = out.egress_free_ns_ > now ? out.egress_free_ns_ - now : 0;
-      const uint64_t backlog = static_cast<uint64_t>(backlog_ns * e.rate_gbps / 8);
-      if (backlog + f.len > e.buffer_bytes) {
-        ++out.stats_.dropped_queue;
-        put_buffer(f);
-        continue;
-      }
-      if (!e.ecn_mark_on_dequeue) red_mark(out, f, backlog);
-      out.stats_.max_queue_bytes = std::max(out.stats_.max_queue_bytes, backlog + f.len);
-      const uint64_t start = std::max(now, out.egress_free_ns_);
-      depart = start + serialisation_ns(f.len, e.rate_gbps);
-      out.egress_free_ns_ = depart;
-      if (e.ecn_mark_on_dequeue && e.ecn_kmax_bytes > 0) {
-        // The frame reaches the head of the queue at `start`: mark it then.
-        schedule(start, EventKind::kDequeue, out.index_, f);
-        continue;
-      }
-    }
-    schedule(depart + e.delay_ns, EventKind::kAtHost, out.index_, f);
-  }
-  if (bcast) put_buffer(b);
+void SimNetwork::set_fabric(const FabricConfig& f) {
+  fabric_ = f;
+  fabric_.paths = std::max<uint32_t>(f.paths, 1);
+  paths_.assign(2 * size_t{fabric_.paths}, Path{});
 }
 
-void SimNetwork::red_mark(SimPort& out, PktBuf& f, uint64_t backlog) {
-  const EgressConfig& e = out.egress_;
+int SimNetwork::find_port(const uint8_t* mac) const {
+  for (const auto& p : ports_) {
+    if (std::memcmp(p->mac_.data(), mac, 6) == 0) return p->index_;
+  }
+  return -1;
+}
+
+SimNetwork::Queue SimNetwork::host_queue(int port) {
+  SimPort& p = *ports_[static_cast<size_t>(port)];
+  return Queue{p.egress_,
+               p.egress_free_ns_,
+               p.stats_.dropped_queue,
+               p.stats_.ecn_marked,
+               p.stats_.max_queue_bytes,
+               EventKind::kDequeue,
+               EventKind::kAtHost,
+               port};
+}
+
+SimNetwork::Queue SimNetwork::path_queue(int path) {
+  Path& p = paths_[static_cast<size_t>(path)];
+  return Queue{fabric_.path,
+               p.free_ns,
+               p.stats.dropped_queue,
+               p.stats.ecn_marked,
+               p.stats.max_queue_bytes,
+               EventKind::kPathDequeue,
+               EventKind::kAtLeaf,
+               path};
+}
+
+// The switch forwards by destination MAC (broadcast floods) into output queues; with a fabric,
+// a frame for the other leaf first crosses the path its 5-tuple hashes to.
+void SimNetwork::at_switch(int src, PktBuf b) {
+  if ((b.data[0] & 1) != 0) {
+    for (const auto& p : ports_) {
+      if (p->index_ == src) continue;
+      PktBuf f = clone(b);
+      if (f.handle) enqueue(host_queue(p->index_), f);
+    }
+    put_buffer(b);
+    return;
+  }
+  const int target = find_port(b.data);
+  if (target < 0 || target == src) {
+    put_buffer(b);  // unknown destination: a learning switch would flood; we drop
+    return;
+  }
+  const int from = ports_[static_cast<size_t>(src)]->leaf_;
+  if (!paths_.empty() && from != ports_[static_cast<size_t>(target)]->leaf_) {
+    const int path = path_index(from, ecmp_path(b.data, b.len, fabric_.paths, fabric_.hash_seed));
+    const uint32_t len = b.len;
+    if (enqueue(path_queue(path), b)) {
+      PathStats& st = paths_[static_cast<size_t>(path)].stats;
+      ++st.frames;
+      st.bytes += len;
+    }
+    return;
+  }
+  enqueue(host_queue(target), b);
+}
+
+bool SimNetwork::enqueue(const Queue& q, PktBuf f) {
+  const EgressConfig& e = q.cfg;
+  const uint64_t now = clock_.now_ns();
+  uint64_t depart = now;
+  if (e.rate_gbps > 0) {
+    const uint64_t backlog = backlog_bytes(e, q.free_ns, now);
+    if (backlog + f.len > e.buffer_bytes) {
+      ++q.dropped;
+      put_buffer(f);
+      return false;
+    }
+    if (!e.ecn_mark_on_dequeue) red_mark(e, q.marked, f, backlog);
+    q.max_bytes = std::max(q.max_bytes, backlog + f.len);
+    const uint64_t start = std::max(now, q.free_ns);
+    depart = start + serialisation_ns(f.len, e.rate_gbps);
+    q.free_ns = depart;
+    if (e.ecn_mark_on_dequeue && e.ecn_kmax_bytes > 0) {
+      // The frame reaches the head of the queue at `start`: mark it then.
+      schedule(start, q.at_head, q.index, f);
+      return true;
+    }
+  }
+  schedule(depart + e.delay_ns, q.arrive, q.index, f);
+  return true;
+}
+
+void SimNetwork::red_mark(const EgressConfig& e, uint64_t& marked, PktBuf& f, uint64_t backlog) {
   if (e.ecn_kmax_bytes == 0 || backlog <= e.ecn_kmin_bytes) return;
   double p_mark = 1.0;
   if (backlog < e.ecn_kmax_bytes) {
     p_mark = e.ecn_pmax * static_cast<double>(backlog - e.ecn_kmin_bytes) /
              static_cast<double>(e.ecn_kmax_bytes - e.ecn_kmin_bytes);
   }
-  if (rng_.chance(p_mark) && wire::mark_ce(f.data, f.len)) ++out.stats_.ecn_marked;
+  if (rng_.chance(p_mark) && wire::mark_ce(f.data, f.len)) ++marked;
 }
 
 uint64_t SimPort::queue_bytes() const {
-  const uint64_t now = net_->clock_.now_ns();
-  if (egress_.rate_gbps <= 0 || egress_free_ns_ <= now) return 0;
-  return static_cast<uint64_t>((egress_free_ns_ - now) * egress_.rate_gbps / 8);
+  return backlog_bytes(egress_, egress_free_ns_, net_->clock_.now_ns());
 }
 
 bool SimNetwork::deliver_due() {
@@ -192,13 +241,24 @@ bool SimNetwork::deliver_due() {
       case EventKind::kAtSwitch:
         at_switch(ev.port, ev.buf);
         break;
-      case EventKind::kDequeue: {
-        // At the head of the egress queue: what waits behind it decides the mark.
-        SimPort& out = *ports_[static_cast<size_t>(ev.port)];
-        const uint64_t backlog = out.queue_bytes();
-        red_mark(out, ev.buf, backlog > ev.buf.len ? backlog - ev.buf.len : 0);
-        const uint64_t depart = now + serialisation_ns(ev.buf.len, out.egress_.rate_gbps);
-        schedule(depart + out.egress_.delay_ns, EventKind::kAtHost, ev.port, ev.buf);
+      case EventKind::kDequeue:
+      case EventKind::kPathDequeue: {
+        // At the head of the queue: what waits behind it decides the mark.
+        const Queue q = ev.kind == EventKind::kDequeue ? host_queue(ev.port) : path_queue(ev.port);
+        const uint64_t backlog = backlog_bytes(q.cfg, q.free_ns, now);
+        red_mark(q.cfg, q.marked, ev.buf, backlog > ev.buf.len ? backlog - ev.buf.len : 0);
+        const uint64_t depart = now + serialisation_ns(ev.buf.len, q.cfg.rate_gbps);
+        schedule(depart + q.cfg.delay_ns, q.arrive, ev.port, ev.buf);
+        break;
+      }
+      case EventKind::kAtLeaf: {
+        // Across the path: the far leaf forwards it to the destination's egress queue.
+        const int target = find_port(ev.buf.data);
+        if (target < 0) {
+          put_buffer(ev.buf);
+        } else {
+          enqueue(host_queue(target), ev.buf);
+        }
         break;
       }
       case EventKind::kAtHost: {
@@ -220,15 +280,24 @@ bool SimNetwork::deliver_due() {
 
 bool SimNetwork::run_until(const std::function<bool()>& done, uint64_t deadline_ns) {
   constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  int idle_polls = 0;  // rounds in a row in which no actor did anything
   while (!done()) {
     if (clock_.now_ns() > deadline_ns) return false;
     bool any = deliver_due();
     for (auto& a : actors_) any |= a.poll();
-    if (any) continue;
+    if (any) {
+      idle_polls = 0;
+      continue;
+    }
     bool busy = false;
     for (auto& a : actors_) busy |= a.busy && a.busy();
-    if (busy) continue;
-    // Everyone is idle: jump to the next thing that will happen.
+    // Busy is not always able to move: an engine whose frames wait for room in its port's full
+    // transmit ring (several QPs whose windows together exceed the ring) has output but cannot
+    // send it before the uplink serialises a frame. A second round without work would repeat
+    // the first for ever at this instant, so then time moves on as if all were idle.
+    if (busy && ++idle_polls < 2) continue;
+    idle_polls = 0;
+    // Everyone is idle (or stuck until later): jump to the next thing that will happen.
     uint64_t next = events_.empty() ? kNever : events_.top().time;
     for (auto& a : actors_) {
       if (a.next_time) next = std::min(next, a.next_time());

@@ -5,6 +5,9 @@
 //   -> switch, forwarded by destination MAC -> egress queue (rate, finite buffer, RED/ECN
 //   marking, tail drop) -> downlink delay -> host rx queue.
 //
+// Optionally (set_fabric) the switch is two leaves joined by equal-cost paths: a frame from a
+// host on one leaf to a host on the other first queues on the path its 5-tuple hashes to.
+//
 // Everything random comes from one seeded generator, and events are ordered by (time,
 // sequence number): a run is a pure function of its seed and inputs, so every failure can be
 // reproduced from the seed it prints.
@@ -67,6 +70,28 @@ struct PortStats {
   uint64_t max_rx_frames = 0;    // most frames waiting in the receive ring at once
 };
 
+// Counters of one ECMP path in one direction.
+struct PathStats {
+  uint64_t frames = 0;  // accepted onto the path
+  uint64_t bytes = 0;   // their lengths, Ethernet header to ICRC
+  uint64_t dropped_queue = 0;
+  uint64_t ecn_marked = 0;
+  uint64_t max_queue_bytes = 0;
+};
+
+// Two leaf switches joined by `paths` equal-cost paths (a leaf-spine fabric, one spine per
+// path). A frame between hosts on different leaves leaves its leaf on the path ecmp_path()
+// (ecmp_hash.h) picks for its 5-tuple, waits in that path's queue (each path and direction has
+// its own), and reaches the far leaf after the path's delay; that leaf forwards it into the
+// destination's egress queue as the single switch does. One queue per path is enough: the spine
+// passes on what the path's rate let through, so it cannot queue anything itself. Frames
+// within one leaf, and broadcasts, go straight to the egress queues.
+struct FabricConfig {
+  uint32_t paths = 2;
+  uint64_t hash_seed = 0;
+  EgressConfig path;  // every path, both directions
+};
+
 class SimNetwork;
 
 class SimPort final : public PacketIo {
@@ -87,6 +112,9 @@ class SimPort final : public PacketIo {
   EgressConfig& egress() { return egress_; }
   // Bytes queued at the switch towards this port right now.
   uint64_t queue_bytes() const;
+  // The leaf this host hangs off (0 or 1), with SimNetwork::set_fabric.
+  void set_leaf(int leaf) { leaf_ = leaf != 0; }
+  int leaf() const { return leaf_; }
 
  private:
   friend class SimNetwork;
@@ -106,6 +134,7 @@ class SimPort final : public PacketIo {
   uint32_t tx_ring_ = 256;               // frames the host's uplink queue holds
   uint32_t tx_in_flight_ = 0;            // frames accepted but not yet serialised
   uint32_t rx_ring_ = 0;                 // frames the host's receive ring holds (0: unbounded)
+  int leaf_ = 0;
 };
 
 class SimNetwork {
@@ -122,6 +151,13 @@ class SimNetwork {
   VirtualClock& clock() { return clock_; }
   const VirtualClock& clock() const { return clock_; }
   Rng& rng() { return rng_; }
+  // Two leaves joined by equal-cost paths instead of one switch (before any traffic).
+  void set_fabric(const FabricConfig& f);
+  uint32_t paths() const { return fabric_.paths; }
+  // The path `path` from leaf `from_leaf` to the other.
+  const PathStats& path_stats(int from_leaf, uint32_t path) const {
+    return paths_[path_index(from_leaf, path)].stats;
+  }
   uint32_t free_buffers() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t total_buffers() const { return total_buffers_; }
 
@@ -145,14 +181,38 @@ class SimNetwork {
     uint8_t* data;
     uint32_t cap;
   };
-  enum class EventKind : uint8_t { kAtSwitch, kAtHost, kUplinkDone, kDequeue };
+  enum class EventKind : uint8_t {
+    kAtSwitch,
+    kAtHost,
+    kUplinkDone,
+    kDequeue,      // at the head of the egress queue towards a port
+    kPathDequeue,  // at the head of a path's queue
+    kAtLeaf,       // crossed a path: at the far leaf
+  };
   struct Event {
     uint64_t time;
     uint64_t seq;
     EventKind kind;
-    int port;  // source port for kAtSwitch / kUplinkDone, destination for kAtHost
+    // Source port for kAtSwitch / kUplinkDone, destination for kAtHost and kDequeue, the path
+    // (path_index) for kPathDequeue and kAtLeaf.
+    int port;
     PktBuf buf;
     bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  struct Path {
+    uint64_t free_ns = 0;  // when the path's queue is idle
+    PathStats stats;
+  };
+  // One switch output queue, towards a host or onto a path: its state and counters, and the
+  // events of a frame in it (at its head, when it marks on dequeue; out the other end).
+  struct Queue {
+    const EgressConfig& cfg;
+    uint64_t& free_ns;
+    uint64_t& dropped;
+    uint64_t& marked;
+    uint64_t& max_bytes;
+    EventKind at_head, arrive;
+    int index;
   };
 
   Buffer* get_buffer();
@@ -160,7 +220,14 @@ class SimNetwork {
   void schedule(uint64_t time, EventKind kind, int port, const PktBuf& buf);
   void on_transmit(SimPort& src, PktBuf b);
   void at_switch(int src, PktBuf b);
-  void red_mark(SimPort& out, PktBuf& f, uint64_t backlog);
+  int find_port(const uint8_t* mac) const;
+  Queue host_queue(int port);
+  Queue path_queue(int path);
+  int path_index(int from_leaf, uint32_t path) const {
+    return static_cast<int>(static_cast<uint32_t>(from_leaf) * fabric_.paths + path);
+  }
+  bool enqueue(const Queue& q, PktBuf f);  // false: tail-dropped
+  void red_mark(const EgressConfig& e, uint64_t& marked, PktBuf& f, uint64_t backlog);
   bool deliver_due();
   PktBuf clone(const PktBuf& b);
 
@@ -176,6 +243,8 @@ class SimNetwork {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t seq_ = 0;
   std::vector<Actor> actors_;
+  FabricConfig fabric_;
+  std::vector<Path> paths_;  // path_index: empty without a fabric
 };
 
 }  // namespace roce::sim

@@ -64,6 +64,26 @@ runs "ok   seed=2 hosts=2 qps=3 loopback=0 .*1 seeds: 1 passed, 0 failed" --seed
 runs "ok   seed=7 .* max_size=0 .*1 seeds: 1 passed, 0 failed" --seeds 7 --max-size 0 -v
 expect 2 "^roce-sim: --faults: fault 'rate' is Gb/s: 0 \\(no limit\\) or 0.001..1000000, got 1e-17$" \
   --faults rate=1e-17
+# The ECMP scenario's own values, and its options where they mean nothing (and the reverse).
+expect 2 "^roce-sim: --qps-per-peer: '0,2' is not a list of counts in 1..64$" --scenario ecmp \
+  --qps-per-peer 0,2
+expect 2 "^roce-sim: --qps-per-peer: '' is not a list of counts in 1..64$" --scenario ecmp \
+  --qps-per-peer ''
+expect 2 "^roce-sim: --qps-per-peer: '1,65' is not a list of counts in 1..64$" --scenario ecmp \
+  --qps-per-peer 1,65
+expect 2 "^roce-sim: --hash-seeds: '5-3' is not a seed or a range A-B of at most 1000$" \
+  --scenario ecmp --hash-seeds 5-3
+expect 2 "^roce-sim: --paths: Value 1 not in range 2 to 64$" --scenario ecmp --paths 1
+expect 2 "^roce-sim: --peers is an option of --scenario ecmp$" --scenario fairness --peers 2
+expect 2 "^roce-sim: --flows is not an option of --scenario ecmp$" --scenario ecmp --flows 2
+expect 2 "^roce-sim: --qps-per-peer requires --scenario$" --qps-per-peer 2
+expect 2 "^roce-sim: --peers x --peer-bytes: 65536 MiB over 2 GiB$" --scenario ecmp --peers 64 \
+  --peer-bytes 1073741824
+expect 2 "^roce-sim: --csv: cannot write /dev/full: No space left on device$" --scenario ecmp \
+  --hash-seeds 1 --qps-per-peer 1 --peer-bytes 65536 --csv /dev/full
+# A single byte per peer, and QPs that get no message at all.
+runs "PASS ecmp" --scenario ecmp --peers 2 --paths 2 --qps-per-peer 1,64 --hash-seeds 7 \
+  --peer-bytes 1
 runs "1 seeds: 1 passed, 0 failed" --seeds 18446744073709551615 --hosts 2 --qps 1 --ops 1
 runs "2 seeds: 2 passed, 0 failed" --seeds 18446744073709551614-18446744073709551615 --hosts 2 \
   --qps 1 --ops 1
