@@ -20,8 +20,9 @@
 # --bytes B (default 1M): alltoall, B a rank in all; incast, B from each rank to rank 0. For each
 # run: completion time p50 / p99 / max over I iterations (default 50), the TBF's sent packets,
 # drops and peak backlog (`tc -s qdisc`, the backlog sampled every 10 ms), the CE marks that
-# arrived (the stack's rx_ce, all ranks), and the stack's retransmitted packets and local ACK
-# timeouts (all ranks); results.tsv and bottleneck.png (gnuplot) in DIR. Exit 1 if a run was
+# arrived (the stack's rx_ce, all ranks), frames the instances' af_packet rings had no room for,
+# and the stack's retransmitted packets and local ACK timeouts (all ranks), beside the ideal
+# time (the bytes that must cross the bottleneck, at its rate); results.tsv and bottleneck.png (gnuplot) in DIR. Exit 1 if a run was
 # not exact or the qdisc saw no traffic. Needs root, clang and libbpf-dev.
 set -euo pipefail
 usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
@@ -111,7 +112,14 @@ mode_env() {  # mode -> ROCE_COLL_* assignments and extra device keys
   return 0
 }
 
-printf 'scenario\tmode\tp50_ms\tp99_ms\tmax_ms\tqdisc_pkts\tdrops\tce_marks\tpeak_backlog_B\tretransmits\tack_timeouts\twrong\n' >"$out/results.tsv"
+printf 'scenario\tmode\tideal_ms\tp50_ms\tp99_ms\tmax_ms\tqdisc_pkts\tdrops\tce_marks\tpeak_backlog_B\tring_drops\tretransmits\tack_timeouts\twrong\n' >"$out/results.tsv"
+bytes_n=$(numfmt --from=iec "$bytes")
+# The ideal: the bytes that must cross the bottleneck (into rank 0), at its rate.
+ideal() {
+  local into=$((bytes_n * (n - 1) / n))
+  [[ $1 == incast ]] && into=$((bytes_n * (n - 1)))
+  awk -v b="$into" -v r="$rate_bps" 'BEGIN { printf "%.3f", b / r * 1000 }'
+}
 status=0
 for s in ${scenarios//,/ }; do
   for m in ${modes//,/ }; do
@@ -133,6 +141,8 @@ for s in ${scenarios//,/ }; do
     rtx=$(cat "$out"/run.r*.counters 2>/dev/null | awk '/retransmitted_packets/ { s += $2 } END { print s + 0 }')
     tmo=$(cat "$out"/run.r*.counters 2>/dev/null | awk '/local_ack_timeouts/ { s += $2 } END { print s + 0 }')
     marks=$(cat "$out"/run.r*.counters 2>/dev/null | awk '/^ *rx_ce / { s += $3 } END { print s + 0 }')
+    # Frames the receiving instances' af_packet rings had no room for (not the bottleneck's).
+    ring=$(cat "$out"/run.r*.counters 2>/dev/null | awk '/^ *imissed / { s += $2 } END { print s + 0 }')
     line=$(grep '^roce-coll-times:' "$out/$s.$m.txt" || true)
     p50=$(sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' <<<"$line")
     p99=$(sed -n 's/.* p99 \([0-9.]*\) ms.*/\1/p' <<<"$line")
@@ -143,19 +153,22 @@ for s in ${scenarios//,/ }; do
       status=1
     fi
     ((pkts > 0)) || { echo "coll-bottleneck: $s / $m: the qdisc saw no traffic" >&2; status=1; }
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$m" "${p50:-nan}" "${p99:-nan}" \
-      "${max:-nan}" "$pkts" "$drops" "$marks" "$peak" "$rtx" "$tmo" "${wrong:-?}" >>"$out/results.tsv"
-    echo "coll-bottleneck: $s / $m: p50 ${p50:-?} ms, p99 ${p99:-?} ms; qdisc $pkts frames, $drops dropped, $marks CE-marked, peak backlog $peak B; $rtx retransmitted, $tmo ACK timeouts" >&2
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$m" "$(ideal "$s")" \
+      "${p50:-nan}" "${p99:-nan}" "${max:-nan}" "$pkts" "$drops" "$marks" "$peak" "$ring" "$rtx" \
+      "$tmo" "${wrong:-?}" >>"$out/results.tsv"
+    echo "coll-bottleneck: $s / $m: p50 ${p50:-?} ms, p99 ${p99:-?} ms (ideal $(ideal "$s") ms); qdisc $pkts frames, $drops dropped, $marks CE-marked, peak backlog $peak B; $ring ring drops, $rtx retransmitted, $tmo ACK timeouts" >&2
   done
 done
 column -t -s $'\t' "$out/results.tsv"
 if command -v gnuplot >/dev/null; then
-  gnuplot -e "set terminal png size 900,500; set output '$out/bottleneck.png';
-    set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8;
-    set ylabel 'completion time (ms)'; set key top left noenhanced; set xtics noenhanced;
+  gnuplot -e "set terminal png size 900,520; set output '$out/bottleneck.png';
+    set datafile separator '\t'; set style data histograms; set style histogram clustered gap 1;
+    set style fill solid 0.8; set ylabel 'completion time (ms)'; set key top left noenhanced;
+    set xtics noenhanced rotate by -25; set logscale y; set yrange [1:*]; set bmargin 5;
     set title 'Through a $rate bottleneck: $n ranks, $bytes (p50 and p99 of $iters iterations)' noenhanced;
-    plot '$out/results.tsv' using 3:xtic(stringcolumn(1).' '.stringcolumn(2)) title 'p50',
-      '' using 4 title 'p99'" && echo "coll-bottleneck: $out/bottleneck.png"
+    plot '$out/results.tsv' every ::1 using 4:xtic(stringcolumn(1).' / '.stringcolumn(2)) title 'p50',
+      '' every ::1 using 5 title 'p99', '' every ::1 using 3 title 'ideal (bytes / rate)'" &&
+    echo "coll-bottleneck: $out/bottleneck.png"
 fi
 echo "coll-bottleneck: outputs in $out"
 exit $status
