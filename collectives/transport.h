@@ -92,6 +92,7 @@ class Transport {
   std::optional<Error> failure_;
   std::chrono::steady_clock::time_point last_progress_{}, last_probe_{};
   uint32_t abort_scan_ = 0;
+  uint32_t stall_checks_ = 0;
   uint32_t idle_polls_ = 0;
   uint64_t granted_bytes_ = 0;
   bool connected_ = false;
