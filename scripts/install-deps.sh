@@ -9,7 +9,7 @@ pkgs=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libcli11-dev
   zlib1g-dev libisal-dev libpcap-dev
   dpdk dpdk-dev libdpdk-dev
-  libibverbs-dev ibverbs-utils rdma-core
+  libibverbs-dev ibverbs-utils rdma-core python3-pyverbs
   clang clang-format libclang-rt-14-dev llvm
   tshark python3 python3-scapy gnuplot-nox perftest
   iproute2 iputils-ping procps valgrind qemu-system-x86 busybox-static cpio kmod

@@ -1,6 +1,7 @@
 // Devices and contexts: the device list from the stack's configuration (no DPDK started for
 // listing), opening a device (the stack instance is shared by every context of the process and
 // stops with the last one), closing, and clean-up at process exit.
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/auxv.h>
@@ -253,7 +254,18 @@ ibv_context* ibv_open_device(ibv_device* device) {
     ibv_context& c = v.context;
     c.device = device;
     c.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    c.cmd_fd = -1;
+    // rdma-core's cmd_fd is the uverbs device the context talks to; there is none here, but
+    // callers treat it as an open fd (pyverbs dup()s it to try ibv_import_device, which then
+    // fails with EOPNOTSUPP; with -1 the dup fails first, with EBADF). /dev/null, read-only
+    // and owned by the context: a uverbs write() fails (EBADF), an ioctl() too (ENOTTY), a
+    // read() sees end of file.
+    c.cmd_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (c.cmd_fd < 0) {
+      const int e = errno;
+      release_device(d);
+      errno = e;
+      return nullptr;
+    }
     c.num_comp_vectors = 1;
     c.ops.poll_cq = &op_poll_cq;
     c.ops.req_notify_cq = &op_req_notify_cq;
@@ -263,6 +275,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     // Blocking by default, as the kernel's uverbs event file is; applications that want
     // non-blocking reads set O_NONBLOCK themselves (ibv_get_async_event(3)).
     if (int e = ctx->async_events.open()) {
+      ::close(c.cmd_fd);
       release_device(d);
       errno = e;
       return nullptr;
@@ -296,6 +309,7 @@ int ibv_close_device(ibv_context* context) {
     for (ShimPd* o : objs.pds) dealloc_pd_now(o);
     for (ShimChannel* o : objs.channels) destroy_channel_now(o);
     ctx->async_events.close();
+    ::close(context->cmd_fd);
     pthread_mutex_destroy(&context->mutex);
     ShimDevice* d = ctx->dev;
     {

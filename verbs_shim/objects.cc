@@ -296,8 +296,10 @@ int ibv_dereg_mr(ibv_mr* mr) {
   return guard_errno([&] { return mr ? dereg_mr_now(to_mr(mr)) : EINVAL; });
 }
 
-// Re-registration as a new registration followed by the old one's removal: the keys change
-// (allowed: applications read lkey/rkey again after ibv_rereg_mr).
+// In place: the keys stay (rxe and mlx5 keep them, and a peer holding the rkey goes on using
+// the region), and so does what the flags do not change: the PD, the translation (address,
+// length and IOVA, a custom one from ibv_reg_mr_iova included) and the access. A new
+// translation's IOVA is its address, as rdma-core's rereg command passes it (hca_va = addr).
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
       ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
@@ -309,34 +311,25 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   const int rc = guard_errno([&] {
     ShimMr* m = to_mr(mr);
     ShimPd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? to_pd(pd) : m->pd;
-    void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
-    const size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
+    const bool translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    void* new_addr = translate ? addr : mr->addr;
+    const size_t new_len = translate ? length : mr->length;
     ShimContext* ctx = m->pd->ctx;
-    uint32_t old_access = 0;
-    const uint32_t old_key = m->key;
-    uint32_t key = 0;
     const int r = on_engine(ctx, [&] {
-      const MemoryRegion* region = ctx->engine->mrs().find(old_key);
+      const MemoryRegion* region = ctx->engine->mrs().find(m->key);
       if (!region) return EINVAL;
-      old_access = region->access;
+      const uint64_t iova = translate ? reinterpret_cast<uintptr_t>(addr) : region->iova;
       const uint32_t acc =
-          (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<uint32_t>(access) : old_access;
-      if (int e = ctx->engine->reg_mr(new_pd->id, new_addr, new_len,
-                                      reinterpret_cast<uintptr_t>(new_addr), acc, &key)) {
-        return e;
-      }
-      ctx->engine->dereg_mr(old_key);
-      return 0;
+          (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<uint32_t>(access) : region->access;
+      return ctx->engine->rereg_mr(m->key, new_pd->id, new_addr, new_len, iova, acc);
     });
     if (r) return r;
     --m->pd->users;
     ++new_pd->users;
     m->pd = new_pd;
-    m->key = key;
     mr->pd = &new_pd->pd;
     mr->addr = new_addr;
     mr->length = new_len;
-    mr->handle = mr->lkey = mr->rkey = key;
     return 0;
   });
   if (rc) {
@@ -399,10 +392,24 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   });
 }
 
+// A new ring, the pending completions moved into it in order (CompletionQueue::resize: EINVAL
+// below what is pending, as rxe). The engine's thread does it, the producer side, while this
+// thread holds the consumer side's lock, so neither end moves meanwhile. Work posted before the
+// call is processed first (engine polls while they find work, boundedly), as a NIC would long
+// have done: its completions count as pending, as they would on rxe or mlx5.
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  if (!cq || cqe <= 0) return EINVAL;
-  // Growing a live ring would need the engine's producer stopped; CQs are sized at creation.
-  return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
+  return guard_errno([&] {
+    if (!cq || cqe <= 0) return EINVAL;
+    ShimCq* c = to_cq(cq);
+    std::lock_guard<SpinLock> polls(c->poll_lock);
+    const int rc = on_engine(c->ctx, [&] {
+      for (int i = 0; i < 1024 && c->ctx->engine->poll(); ++i) {
+      }
+      return c->q->resize(static_cast<uint32_t>(cqe));
+    });
+    if (rc == 0) cq->cqe = static_cast<int>(c->q->depth());
+    return rc;
+  });
 }
 
 int ibv_destroy_cq(ibv_cq* cq) {

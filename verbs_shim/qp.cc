@@ -2,6 +2,7 @@
 // conversions between verbs.h structs and the stack's. The modify-QP rules (IBA table 91:
 // allowed transitions, required and optional attributes, value ranges) are the engine's; it
 // refuses with EINVAL and leaves the QP unchanged.
+#include <algorithm>
 #include <cstring>
 
 #include "verbs_shim/shim.h"
@@ -219,11 +220,35 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return &qp.release()->qpx.qp_base;
 }
 
+// Runs fn (an engine-side change that leaves the QP reset or gone) on the engine's thread and,
+// if it succeeds, removes the QP's completions from its CQs there, as mlx5 does on reset and
+// destroy (__mlx5_cq_clean): a QP brought up again must not poll the flushes of its former
+// connection, and a destroyed QP's wr_ids name nothing. The CQs' consumer locks are held
+// meanwhile (in address order: two QPs may share both CQs the other way round), so no poll
+// sees a ring being compacted.
+template <typename F>
+int on_engine_cleaning_cqs(ShimQp* qp, F&& fn) {
+  ShimCq* first = std::min(qp->send_cq, qp->recv_cq);
+  ShimCq* second = std::max(qp->send_cq, qp->recv_cq);
+  std::unique_lock<SpinLock> l1(first->poll_lock);
+  std::unique_lock<SpinLock> l2;
+  if (second != first) l2 = std::unique_lock<SpinLock>(second->poll_lock);
+  const uint32_t qpn = qp->qpx.qp_base.qp_num;
+  return on_engine(qp->ctx, [&] {
+    const int rc = fn();
+    if (rc == 0) {
+      first->q->discard_qp(qpn);
+      if (second != first) second->q->discard_qp(qpn);
+    }
+    return rc;
+  });
+}
+
 }  // namespace
 
 int destroy_qp_now(ShimQp* qp, bool wait_acks) {
   ShimContext* ctx = qp->ctx;
-  const int rc = on_engine(ctx, [&] { return ctx->engine->destroy_qp(qp->q); });
+  const int rc = on_engine_cleaning_cqs(qp, [&] { return ctx->engine->destroy_qp(qp->q); });
   if (rc) return rc;
   unregister_qp(qp, wait_acks);
   --qp->pd->users;
@@ -288,9 +313,11 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     ShimQp* q = to_qp(qp);
     QpAttr a;
     if (!to_qp_attr(*attr, attr_mask, &a)) return EINVAL;
-    const int rc = on_engine(q->ctx, [&] {
+    auto modify = [&] {
       return q->ctx->engine->modify_qp(q->q, a, static_cast<uint32_t>(attr_mask));
-    });
+    };
+    const bool to_reset = (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET;
+    const int rc = to_reset ? on_engine_cleaning_cqs(q, modify) : on_engine(q->ctx, modify);
     if (rc) return rc;
     if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
     return 0;

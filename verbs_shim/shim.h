@@ -107,6 +107,10 @@ class EventPump {
 // starts with the first ibv_open_device and stops when its last context closes.
 struct ShimDevice {
   ibv_device dev;  // first: ibv_device* <-> ShimDevice*
+  // Where rdma-core's struct verbs_device (driver.h) keeps its provider's ops, right after the
+  // ibv_device. Provider libraries check it before they treat a device as theirs
+  // (mlx5dv_is_supported, efadv's is_efa_dev): NULL matches no provider.
+  const void* verbs_device_ops = nullptr;
   DeviceConfig cfg;
   int index = 0;
 

@@ -153,6 +153,9 @@ class Engine {
   int reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
              uint32_t* key);
   int dereg_mr(uint32_t key);
+  // Changes a registered region's PD, translation and access in place (its key stays).
+  int rereg_mr(uint32_t key, uint32_t pd, void* addr, uint64_t length, uint64_t iova,
+               uint32_t access);
   const MrTable& mrs() const { return mrs_; }
   CompletionQueue* create_cq(uint32_t depth, int* err);
   int destroy_cq(CompletionQueue* cq);

@@ -39,27 +39,53 @@ int Engine::dealloc_pd(uint32_t pd) {
   return 0;
 }
 
-int Engine::reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
-                   uint32_t* key) {
-  if (pd == 0 || pd >= pd_users_.size() || pd_users_[pd] == kPdFree) return EINVAL;
-  access &= ~kAccessOptionalRange;  // optional flags (relaxed ordering ...) are hints
-  if (access & ~kAccessKnown) return EINVAL;
+namespace {
+// The checks a registration and a re-registration share; normalises access (optional flags
+// dropped) and iova (0 for a zero-based region). 0 or the errno.
+int check_mr(const std::vector<uint32_t>& pd_users, uint32_t pd, void* addr, uint64_t length,
+             uint64_t* iova, uint32_t* access) {
+  if (pd == 0 || pd >= pd_users.size() || pd_users[pd] == kPdFree) return EINVAL;
+  *access &= ~kAccessOptionalRange;  // optional flags (relaxed ordering ...) are hints
+  if (*access & ~kAccessKnown) return EINVAL;
   // IBA 10.6.3.1: remote write or atomic access requires local write.
-  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) {
+  if ((*access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(*access & kAccessLocalWrite)) {
     return EINVAL;
   }
-  if (access & (kAccessMwBind | kAccessOnDemand)) return EOPNOTSUPP;
+  if (*access & (kAccessMwBind | kAccessOnDemand)) return EOPNOTSUPP;
   if (!addr && length) return EINVAL;
-  if (length && iova + length < iova) return EINVAL;
+  if (length && *iova + length < *iova) return EINVAL;
   // The engine reads the region, and writes it when anyone may (remote write and atomics need
   // local write): memory the process may not access so is refused now, with EFAULT as the
   // kernel refuses to pin it under rdma-core (ib_umem_get), not faulted on by the engine later.
-  if (!range_accessible(addr, length, (access & kAccessLocalWrite) != 0)) return EFAULT;
-  if (access & kAccessZeroBased) iova = 0;
+  if (!range_accessible(addr, length, (*access & kAccessLocalWrite) != 0)) return EFAULT;
+  if (*access & kAccessZeroBased) *iova = 0;
+  return 0;
+}
+}  // namespace
+
+int Engine::reg_mr(uint32_t pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+                   uint32_t* key) {
+  if (int e = check_mr(pd_users_, pd, addr, length, &iova, &access)) return e;
   const uint32_t k = mrs_.add(static_cast<uint8_t*>(addr), iova, length, access, pd);
   if (!k) return ENOMEM;
   ++pd_users_[pd];
   *key = k;
+  return 0;
+}
+
+// In place, the keys kept: rxe and mlx5 keep an MR's lkey and rkey when only its access or PD
+// changes (a peer holding the rkey goes on using it), and this engine keeps them for a new
+// translation too, as mlx5 does when it can (a UMR). Checked as a new registration is; a
+// refused one changes nothing.
+int Engine::rereg_mr(uint32_t key, uint32_t pd, void* addr, uint64_t length, uint64_t iova,
+                     uint32_t access) {
+  const MemoryRegion* r = mrs_.find(key);
+  if (!r) return EINVAL;
+  if (int e = check_mr(pd_users_, pd, addr, length, &iova, &access)) return e;
+  const uint32_t old_pd = r->pd;
+  mrs_.update(key, static_cast<uint8_t*>(addr), iova, length, access, pd);
+  --pd_users_[old_pd];
+  ++pd_users_[pd];
   return 0;
 }
 

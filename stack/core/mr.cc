@@ -30,6 +30,18 @@ uint32_t MrTable::add(uint8_t* host, uint64_t iova, uint64_t length, uint32_t ac
   return r.key;
 }
 
+bool MrTable::update(uint32_t key, uint8_t* host, uint64_t iova, uint64_t length, uint32_t access,
+                     uint32_t pd) {
+  if (!find(key)) return false;
+  MemoryRegion& r = regions_[key & kMaxRegions];
+  r.host = host;
+  r.iova = iova;
+  r.length = length;
+  r.access = access;
+  r.pd = pd;
+  return true;
+}
+
 bool MrTable::remove(uint32_t key) {
   const MemoryRegion* r = find(key);
   if (!r) return false;

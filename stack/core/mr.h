@@ -45,6 +45,9 @@ class MrTable {
   // Returns the key, or 0 if the table is full. `access` must already be validated.
   uint32_t add(uint8_t* host, uint64_t iova, uint64_t length, uint32_t access, uint32_t pd);
   bool remove(uint32_t key);
+  // Gives the live region `key` new contents under the same key; false if there is none.
+  bool update(uint32_t key, uint8_t* host, uint64_t iova, uint64_t length, uint32_t access,
+              uint32_t pd);
   const MemoryRegion* find(uint32_t key) const {
     const uint32_t idx = key & kMaxRegions;
     if (idx == 0 || idx >= regions_.size()) return nullptr;

@@ -40,6 +40,26 @@ void CompletionQueue::arm(bool solicited_only) {
   asym_barrier::heavy();
 }
 
+uint32_t CompletionQueue::discard_qp(uint32_t qpn) {
+  const uint32_t prod = ring_.prod_local();
+  uint32_t kept = ring_.cons_local();
+  for (uint32_t i = kept; i != prod; ++i) {
+    const Cqe* c = ring_.at<Cqe>(i);
+    if (c->qp_num == qpn) continue;
+    if (kept != i) *ring_.at<Cqe>(kept) = *c;
+    ++kept;
+  }
+  ring_.publish(kept);
+  return prod - kept;
+}
+
+int CompletionQueue::resize(uint32_t depth) {
+  if (depth == 0 || depth > kMaxCqe || depth < pending()) return EINVAL;
+  if (!ring_.resize(depth)) return ENOMEM;
+  depth_ = depth;
+  return 0;
+}
+
 int CompletionQueue::poll(Cqe* out, int n) {
   return poll_each(n, [&out](const Cqe& c) { *out++ = c; });
 }

@@ -153,6 +153,16 @@ class CompletionQueue {
   }
   void push_commit(bool solicited);
   uint32_t pending() const { return ring_.prod_local() - ring_.cons_local(); }
+  // Both ends stopped (the engine's thread, with the application's polls held off): what a
+  // provider does to its CQ under the CQ lock.
+  // Drops every pending completion of QP `qpn`, the others kept in order; how many went. mlx5
+  // cleans a QP's completions out of its CQs when the QP is reset or destroyed
+  // (__mlx5_cq_clean), so a reused QP never meets its former flushes.
+  uint32_t discard_qp(uint32_t qpn);
+  // A new ring for `depth` completions holding the pending ones in order (ibv_resize_cq). As
+  // rxe: EINVAL for a depth of 0, above kMaxCqe or below the completions pending; ENOMEM.
+  // Nothing changes on failure.
+  int resize(uint32_t depth);
   // Engine side, after an overflow: true the first time only (one CQ error event per CQ).
   bool take_overflow_report() { return !std::exchange(overflow_reported_, true); }
 

@@ -61,6 +61,30 @@ class SpscQueue {
   uint32_t cons_local() const { return cons_.load(std::memory_order_relaxed); }
   void retire(uint32_t new_cons) { cons_.store(new_cons, std::memory_order_release); }
 
+  // Moves the queued slots, oldest first, into a new buffer for `depth` (rounded up as by
+  // init). Only while neither side is active. False, and nothing changed, if they do not fit or
+  // the allocation fails.
+  bool resize(uint32_t depth) {
+    const uint32_t cons = cons_local();
+    const uint32_t n = prod_local() - cons;
+    const uint32_t cap = std::bit_ceil(depth < 1 ? 1u : depth);
+    if (n > cap) return false;
+    const size_t bytes = round_up(static_cast<size_t>(cap) * stride_);
+    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+    if (!buf) return false;
+    std::memset(buf, 0, bytes);
+    for (uint32_t i = 0; i < n; ++i) {
+      std::memcpy(buf + static_cast<size_t>(i) * stride_, slot(cons + i), stride_);
+    }
+    std::free(buf_);
+    buf_ = buf;
+    capacity_ = cap;
+    mask_ = cap - 1;
+    cons_.store(0, std::memory_order_relaxed);
+    prod_.store(n, std::memory_order_relaxed);
+    return true;
+  }
+
   // Empties the queue (only while neither side is active: QP reset / destroy).
   void reset() {
     prod_.store(0, std::memory_order_relaxed);

@@ -135,6 +135,16 @@ class VerbsTest : public ::testing::Test {
     ASSERT_NE(s.qp, nullptr) << std::strerror(errno);
   }
 
+  // A QP of `type` on one CQ, `depth` WRs of one SGE each way; NULL if creation fails.
+  static ibv_qp* plain_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, uint32_t depth) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq;
+    a.qp_type = type;
+    a.cap.max_send_wr = a.cap.max_recv_wr = depth;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    return ibv_create_qp(pd, &a);
+  }
+
   static ibv_gid gid_of(ibv_context* c, int index) {
     ibv_gid g{};
     EXPECT_EQ(ibv_query_gid(c, 1, index, &g), 0);

@@ -264,12 +264,14 @@ def cmd_devinfo(args):
 
 
 def cmd_abi(args):
-    """Every public symbol of Debian's libibverbs exists in ours at the same version, and every
-    ibverbs-utils binary and librdmacm load against ours with BIND_NOW."""
+    """Every symbol of Debian's libibverbs (public and IBVERBS_PRIVATE_34) exists in ours at the
+    same version and ours exports nothing else, and every ibverbs-utils binary, librdmacm and
+    the provider libraries programs link directly (libmlx5, libefa) load against ours with
+    BIND_NOW."""
     lib = os.path.join(args.shim, "libibverbs.so.1")
     real = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
 
-    def exports(path, public_only):
+    def exports(path):
         out = subprocess.run(["objdump", "-T", path], capture_output=True, text=True,
                              check=True).stdout
         syms = set()
@@ -278,22 +280,26 @@ def cmd_abi(args):
             if len(f) < 6 or "*UND*" in line or not ("DF" in f or "DO" in f):
                 continue
             ver = f[-2].strip("()")
-            if not ver.startswith("IBVERBS_") or (public_only and "PRIVATE" in ver):
-                continue
-            syms.add((f[-1], ver))
+            if ver.startswith("IBVERBS_"):
+                syms.add((f[-1], ver))
         return syms
 
-    theirs, ours = exports(real, True), exports(lib, False)
+    theirs, ours = exports(real), exports(lib)
     missing = sorted(theirs - ours)
     if missing:
         raise RuntimeError(f"missing exports: {missing}")
-    extra = sorted(s for s in ours - theirs if "PRIVATE" not in s[1])
+    extra = sorted(ours - theirs)
     if extra:
         raise RuntimeError(f"unexpected exports: {extra}")
-    log(f"{len(theirs)} public symbol versions of {real} all exported; private: "
-        f"{sorted(s[0] for s in ours if 'PRIVATE' in s[1])}")
+    private = [s for s in theirs if "PRIVATE" in s[1]]
+    log(f"{len(theirs)} symbol versions of {real} all exported, nothing else "
+        f"({len(private)} of them IBVERBS_PRIVATE_*)")
     bins = sorted(f"/usr/bin/{b}" for b in os.listdir("/usr/bin") if b.startswith("ibv_"))
     bins.append("/usr/lib/x86_64-linux-gnu/librdmacm.so.1")
+    # Provider libraries with a direct-verbs API of their own, linked by programs (pyverbs).
+    bins += [p for p in ("/usr/lib/x86_64-linux-gnu/libmlx5.so.1",
+                         "/usr/lib/x86_64-linux-gnu/libefa.so.1",
+                         "/usr/lib/x86_64-linux-gnu/libmlx4.so.1") if os.path.exists(p)]
     env = dict(os.environ, LD_LIBRARY_PATH=args.shim, LD_BIND_NOW="1")
     for b in bins:
         r = subprocess.run(["ldd", "-r", b], env=env, capture_output=True, text=True)
