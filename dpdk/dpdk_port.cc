@@ -216,7 +216,7 @@ uint64_t populate_pages(uintptr_t start, uintptr_t end) {
     // And a read of every page from here: on this project's VMs a page the kernel populated
     // still trapped on the process's own first access (most likely a hypervisor that shadows
     // the guest's page tables): the first ~490 messages of a memif ping-pong took 15-35 us each
-    // with the madvise alone (docs/performance.md, fifteenth session).
+    // with the madvise alone (docs/performance.md, "Decisions").
     // The caller keeps the range mapped meanwhile (see prefault_shared_memory).
     for (uintptr_t a = start; a < end; a += page) {
       (void)*reinterpret_cast<volatile const uint8_t*>(a);
@@ -565,7 +565,7 @@ void DpdkPort::stop() {
 // side stopped freed them twice (dpdk/README.md, known issue; tests/dpdk/memif_stop_test.cc).
 // So a port that shares memory with its peer stops and closes on the interrupt thread, where
 // the two take turns. The lock keeps prefault_shared_memory() out as well. If the interrupt
-// thread does not get to it (it never should take a second), the work runs here, as it used to.
+// thread does not get to it (it never should take a second), the work runs on the caller's thread.
 void DpdkPort::on_control_thread(const std::function<void()>& fn) {
   if (!shares_peer_memory_) {
     fn();

@@ -1,11 +1,11 @@
 // The engine's clock on the TSC (rte_rdtsc), for ports driven by DPDK. The engine reads its clock
 // once per poll, and CLOCK_MONOTONIC through the vDSO costs ~26 ns here (kvm-clock) against
-// ~11 ns for the TSC read: send_lat's half round trip over memif was 0.63 -> 0.60 us with it
-// (docs/performance.md). Nanoseconds are (tsc - anchor) scaled by EAL's TSC frequency, anchored
-// to CLOCK_MONOTONIC, so they mean the same as SteadyClock's. EAL's frequency is an estimate:
-// reanchor() (from the device's 1 ms tick on the engine's thread; it acts at most every 10 ms)
-// sets the rate that meets CLOCK_MONOTONIC again by the next call, without a jump, so the clock
-// never goes backwards.
+// ~11 ns for the TSC read: send_lat's half round trip over memif took 0.60 us with it against
+// 0.63 without (docs/performance.md, "Decisions"). Nanoseconds are (tsc - anchor) scaled by EAL's
+// TSC frequency, anchored to CLOCK_MONOTONIC, so they mean the same as SteadyClock's. EAL's
+// frequency is an estimate: reanchor() (from the device's 1 ms tick on the engine's thread; it
+// acts at most every 10 ms) sets the rate that meets CLOCK_MONOTONIC again by the next call,
+// without a jump, so the clock never goes backwards.
 #pragma once
 
 #include <cstdint>

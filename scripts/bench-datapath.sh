@@ -397,7 +397,7 @@ report() {
   r_lat2=$(median "$WORK/ratios.txt" 7)
   # The link's best (testpmd's fastest repetition, the raw ping-pong's quickest): a baseline
   # that slumps for a whole repetition reads ~300 % paired, and a majority of such repetitions
-  # would carry the paired median (docs/performance.md, "2026-11-27").
+  # would carry the paired median (docs/performance.md, "How the targets are judged").
   local tp_best rp_best r_bw_best r_lat_best spread
   tp_best=$(awk '$1 > m {m = $1} END {print m}' "$WORK/bw.txt")
   rp_best=$(awk 'NR == 1 || $1 < m {m = $1} END {print m}' "$WORK/lat.txt")

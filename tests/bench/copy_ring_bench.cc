@@ -1,8 +1,8 @@
 // What the machine does without DPDK or the stack: one thread copies 4 KiB frames into a ring
 // of 1,024 slots of shared memory, another on a second CPU copies them out, as a copy-mode
 // net_memif link does. Prints the rate in each window, then min / median / max. On the VMs of
-// docs/performance.md this rate moves from run to run by up to 12x with nothing else running:
-// what write_bw and testpmd report over memif moves with it.
+// docs/performance.md ("The machine's memif states") this rate moves from run to run by up to 16x
+// with nothing else running: what write_bw and testpmd report over memif moves with it.
 //
 //   copy_ring_bench [SECONDS [WINDOW_MS [CPU_A CPU_B]]]     defaults: 3 250 0 1
 #include <pthread.h>

@@ -24,7 +24,8 @@ LAT='0.261 0.331 0.86 1.16 37.6 67.2 0.145 0.166
 0.115 0.131 0.70 1.18 32.2 51.8 0.295 0.406
 0.231 0.321 0.70 1.28 38.0 68.0 0.271 0.350'
 
-# The run of 2026-11-27 (Zen 4, docs/performance.md): testpmd slumped in repetitions 2 and 3.
+# A run on the Zen 4 VM (2026-11-27, at dffc2bb): testpmd slumped in repetitions 2 and 3, which the
+# paired median alone would call met (docs/performance.md, "How the targets are judged").
 out=$(report '226.98 80.32 13.55
 29.15 92.68 12.88
 26.15 82.68 11.24

@@ -92,8 +92,9 @@ out=$(shim_report "$(with_lat '80.0 68.0
 90.0 88.0')")
 expect "paired over the target, bests within" "$out" "$BW" "**not met** |"
 
-# (f) One native run in the machine's fast state (57.4 Gb/s against ~31; 8f4e727's run in
-# docs/performance.md): the very best is left out, and verbs ~3 % behind is met.
+# (f) One native run in the machine's fast state (57.4 Gb/s against ~31, as measured at 8f4e727;
+# docs/performance.md, "Verbs shim overhead"): the very best is left out, and verbs ~3 % behind
+# is met.
 out=$(shim_report "$(with_lat '57.4 30.0
 31.0 30.5
 31.5 29.8

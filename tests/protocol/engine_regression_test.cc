@@ -488,7 +488,7 @@ TEST(EngineRunnerThreaded, SleepsInsteadOfYieldingToAThreadThatStarvesIt) {
   EXPECT_LE(st->starved_yields, 8u) << "the engine thread kept yielding to a thread that never "
                                        "yields back";
   EXPECT_GE(st->sleeps, 20u);
-  // A starved yield lost the core (the counters a user sees: docs/performance.md).
+  // A starved yield lost the core (the counters a user sees: dpdk/README.md, key `counters`).
   EXPECT_GE(st->long_yields, st->starved_yields);
   EXPECT_GE(st->yields, st->long_yields);
 }
