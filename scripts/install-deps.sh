@@ -15,7 +15,7 @@ pkgs=(
   iproute2 iputils-ping procps valgrind qemu-system-x86 busybox-static cpio kmod
   iperf3 sockperf
   libbsd-dev libnuma-dev librdmacm1
-  libgloo-dev openvswitch-switch-dpdk libbpf-dev
+  libgloo-dev openvswitch-switch-dpdk libbpf-dev bsdextrautils
 )
 
 missing=()
