@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "stack/wire/checksum.h"
 #include "stack/wire/headers.h"
 #include "stack/wire/parser.h"
 
@@ -92,24 +93,6 @@ T read(const uint8_t* p) {
 template <typename T>
 void write(uint8_t* p, const T& v) {
   std::memcpy(p, &v, sizeof v);
-}
-
-// Internet checksum (RFC 1071): sum 16-bit big-endian words; an odd last byte is the high half.
-uint64_t csum_add(uint64_t sum, const uint8_t* p, uint32_t n) {
-  uint32_t i = 0;
-  for (; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (i < n) sum += static_cast<uint32_t>(p[i] << 8);
-  return sum;
-}
-uint16_t csum_fold(uint64_t sum) {
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum & 0xFFFF);
-}
-// The ICMPv6 pseudo-header (RFC 8200 8.1): source, destination, upper-layer length, next header.
-uint64_t csum_ipv6_pseudo(const uint8_t* src, const uint8_t* dst, uint32_t len) {
-  uint64_t sum = csum_add(0, src, 16);
-  sum = csum_add(sum, dst, 16);
-  return sum + (len >> 16) + (len & 0xFFFF) + wire::kIpProtoIcmpv6;
 }
 
 bool mac_is_group(const uint8_t* m) { return m[0] & 0x01; }  // I/G bit: multicast or broadcast
@@ -485,7 +468,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   // RFC 1122 3.2.1.1-3.2.1.2: version 4, a header that fits, a total length that covers the
   // header and fits the frame (Ethernet padding may follow), and a correct header checksum.
   if ((ip.version_ihl >> 4) != 4 || ihl < sizeof(wire::Ipv4Hdr) || total < ihl || total > avail ||
-      csum_fold(csum_add(0, l3, ihl)) != 0) {
+      wire::inet_checksum(l3, ihl) != 0) {
     ++ctr_.malformed;
     return;
   }
@@ -501,7 +484,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   const uint32_t icmp_len = total - ihl;
   const uint8_t* opts = l3 + sizeof(wire::Ipv4Hdr);
   Ipv4Options o;
-  if (icmp_len < 8 || csum_fold(csum_add(0, icmp, icmp_len)) != 0 ||
+  if (icmp_len < 8 || wire::inet_checksum(icmp, icmp_len) != 0 ||
       !scan_ipv4_options(opts, ihl - sizeof(wire::Ipv4Hdr), &o) || ipv4_is_martian(ip.src.data())) {
     ++ctr_.malformed;
     return;
@@ -549,7 +532,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   r.dst = ip.src;
   write(&tx_[l3o], r);
   std::memcpy(&tx_[l3o + sizeof r], reply_opts, static_cast<size_t>(opt_len));
-  const uint16_t ip_sum = csum_fold(csum_add(0, &tx_[l3o], ip_hdr_len));
+  const uint16_t ip_sum = wire::inet_checksum(&tx_[l3o], ip_hdr_len);
   tx_[l3o + 10] = static_cast<uint8_t>(ip_sum >> 8);
   tx_[l3o + 11] = static_cast<uint8_t>(ip_sum);
   // RFC 792: same identifier, sequence number and data; type 0, code 0, checksum recomputed.
@@ -558,7 +541,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   out[0] = kIcmpEchoReply;
   out[1] = 0;
   out[2] = out[3] = 0;
-  const uint16_t sum = csum_fold(csum_add(0, out, icmp_len));
+  const uint16_t sum = wire::inet_checksum(out, icmp_len);
   out[2] = static_cast<uint8_t>(sum >> 8);
   out[3] = static_cast<uint8_t>(sum);
   if (transmit(reply_len)) ++ctr_.echo_replies_tx;
@@ -590,7 +573,7 @@ void NeighborAgent::on_ipv6(const uint8_t* frame, uint32_t off, uint32_t len, bo
   const uint8_t* icmp = frame + off + sizeof(wire::Ipv6Hdr);
   // RFC 4443 2.3: the checksum covers the pseudo-header and the whole message.
   if (plen < sizeof(IcmpHdr) ||
-      csum_fold(csum_add(csum_ipv6_pseudo(ip.src.data(), ip.dst.data(), plen), icmp, plen)) != 0) {
+      wire::icmpv6_checksum(ip.src.data(), ip.dst.data(), icmp, plen) != 0) {
     ++ctr_.malformed;
     return;
   }
@@ -652,8 +635,7 @@ void NeighborAgent::on_echo6(const uint8_t* frame, uint32_t off, uint32_t icmp_l
   out[0] = kIcmp6EchoReply;
   out[1] = 0;
   out[2] = out[3] = 0;
-  const uint16_t sum =
-      csum_fold(csum_add(csum_ipv6_pseudo(r.src.data(), r.dst.data(), icmp_len), out, icmp_len));
+  const uint16_t sum = wire::icmpv6_checksum(r.src.data(), r.dst.data(), out, icmp_len);
   out[2] = static_cast<uint8_t>(sum >> 8);
   out[3] = static_cast<uint8_t>(sum);
   if (transmit(reply_len)) ++ctr_.echo6_replies_tx;
@@ -951,8 +933,7 @@ bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
   uint8_t* body = &tx_[l3o + sizeof ip];
   write(body, ns);
   write(body + sizeof ns, opt);
-  const uint16_t sum =
-      csum_fold(csum_add(csum_ipv6_pseudo(ip.src.data(), ip.dst.data(), kBodyLen), body, kBodyLen));
+  const uint16_t sum = wire::icmpv6_checksum(ip.src.data(), ip.dst.data(), body, kBodyLen);
   body[2] = static_cast<uint8_t>(sum >> 8);
   body[3] = static_cast<uint8_t>(sum);
   if (transmit(l3o + sizeof ip + kBodyLen)) ++ctr_.ns_tx;
@@ -980,8 +961,7 @@ void NeighborAgent::send_na(const Mac& dst_mac, const uint8_t* dst_ip, const uin
   uint8_t* body = &tx_[l3o + sizeof ip];
   write(body, na);
   write(body + sizeof na, opt);
-  const uint16_t sum =
-      csum_fold(csum_add(csum_ipv6_pseudo(ip.src.data(), ip.dst.data(), kBodyLen), body, kBodyLen));
+  const uint16_t sum = wire::icmpv6_checksum(ip.src.data(), ip.dst.data(), body, kBodyLen);
   body[2] = static_cast<uint8_t>(sum >> 8);
   body[3] = static_cast<uint8_t>(sum);
   if (transmit(l3o + sizeof ip + kBodyLen)) ++ctr_.na_tx;
