@@ -6,81 +6,18 @@
 
 #include "stack/wire/checksum.h"
 #include "stack/wire/headers.h"
+#include "stack/wire/neighbor_headers.h"
 #include "stack/wire/parser.h"
 
 namespace roce {
 namespace {
 
-using wire::Be16;
-using wire::Be32;
-
 // IEEE 802.3: 60 bytes without the FCS. Linux drivers pad shorter frames with zeros (what a
 // peer sees on the wire), so do we; received frames may carry such padding behind the packet.
 constexpr uint32_t kMinEthFrame = 60;
 
-// RFC 826 / IANA ARP parameters.
-constexpr uint16_t kArpHrdEthernet = 1;
-constexpr uint16_t kArpOpRequest = 1;
-constexpr uint16_t kArpOpReply = 2;
-
-// RFC 792 and RFC 4443 / RFC 4861 message types.
-constexpr uint8_t kIcmpEchoReply = 0;
-constexpr uint8_t kIcmpEchoRequest = 8;
-constexpr uint8_t kIcmp6EchoRequest = 128;
-constexpr uint8_t kIcmp6EchoReply = 129;
-constexpr uint8_t kNdNeighborSolicit = 135;
-constexpr uint8_t kNdNeighborAdvert = 136;
-constexpr uint8_t kNdOptSourceLla = 1;
-constexpr uint8_t kNdOptTargetLla = 2;
-constexpr uint8_t kNaFlagSolicited = 0x40;
-constexpr uint8_t kNaFlagOverride = 0x20;
-constexpr uint8_t kNdHopLimit = 255;  // RFC 4861 7.1.1 / 7.1.2: anything else came via a router
-
 // What Linux puts in replies it originates: default TTL / hop limit 64 (RFC 1700 value).
 constexpr uint8_t kDefaultTtl = 64;
-
-// IPv4 options that route a packet by source (RFC 791): Linux drops such packets by default
-// (accept_source_route = 0), and RFC 1122 3.2.1.8 would otherwise oblige us to reverse the route.
-constexpr uint8_t kIpOptLsrr = 131;
-constexpr uint8_t kIpOptSsrr = 137;
-// Options an echo reply carries back, updated (RFC 1122 3.2.2.6): record route and timestamp
-// (RFC 791), whose timestamp flags say what each entry holds.
-constexpr uint8_t kIpOptRr = 7;
-constexpr uint8_t kIpOptTs = 68;
-constexpr uint8_t kTsOnly = 0;
-constexpr uint8_t kTsAndAddr = 1;
-constexpr uint8_t kTsPrespec = 3;
-
-// Wire layouts not in wire/headers.h. Alignment 1 and exact wire size, like the structs there.
-struct ArpPkt {
-  Be16 htype;
-  Be16 ptype;
-  uint8_t hlen;
-  uint8_t plen;
-  Be16 op;
-  Mac sha;
-  std::array<uint8_t, 4> spa;
-  Mac tha;
-  std::array<uint8_t, 4> tpa;
-};
-struct IcmpHdr {  // ICMP and ICMPv6 share the first four bytes (RFC 792, RFC 4443 2.1)
-  uint8_t type;
-  uint8_t code;
-  Be16 checksum;
-};
-struct NdMsg {  // Neighbor Solicitation / Advertisement (RFC 4861 4.3, 4.4)
-  IcmpHdr icmp;
-  uint8_t flags;  // NA: R S O; NS: reserved
-  uint8_t reserved[3];
-  Gid target;
-};
-struct NdLlaOption {  // Source / Target Link-Layer Address on Ethernet (RFC 4861 4.6.1, RFC 2464)
-  uint8_t type;
-  uint8_t len;  // in units of 8 bytes
-  Mac addr;
-};
-static_assert(sizeof(ArpPkt) == 28 && alignof(ArpPkt) == 1);
-static_assert(sizeof(IcmpHdr) == 4 && sizeof(NdMsg) == 24 && sizeof(NdLlaOption) == 8);
 
 // Frames are read through copies: any byte offset is fine and no object is assumed to live in
 // the caller's buffer.
@@ -160,28 +97,28 @@ bool scan_ipv4_options(const uint8_t* p, uint32_t n, Ipv4Options* o) {
   uint32_t i = 0;
   while (i < n) {
     const uint8_t type = p[i];
-    if (type == 0) break;  // end of option list
-    if (type == 1) {       // no-operation
+    if (type == wire::kIpOptEnd) break;
+    if (type == wire::kIpOptNop) {
       ++i;
       continue;
     }
     if (i + 1 >= n) return false;
     const uint32_t olen = p[i + 1];
     if (olen < 2 || olen > n - i) return false;
-    if (type == kIpOptLsrr || type == kIpOptSsrr) o->source_routed = true;
-    if (type == kIpOptRr) {
+    if (type == wire::kIpOptLsrr || type == wire::kIpOptSsrr) o->source_routed = true;
+    if (type == wire::kIpOptRr) {
       if (o->rr >= 0 || olen < 3 || p[i + 2] < 4) return false;
       const uint32_t ptr = p[i + 2];
       if (ptr <= olen && ptr + 3 > olen) return false;
       o->rr = static_cast<int>(i);
-    } else if (type == kIpOptTs) {
+    } else if (type == wire::kIpOptTs) {
       if (o->ts >= 0 || olen < 4 || p[i + 2] < 5) return false;
       const uint32_t ptr = p[i + 2];
       const uint8_t flag = p[i + 3] & 0x0F;
       if (ptr <= olen) {
         if (ptr + 3 > olen) return false;
-        if ((flag == kTsAndAddr || flag == kTsPrespec) && ptr + 7 > olen) return false;
-      } else if (flag != kTsPrespec && (p[i + 3] >> 4) == 15) {
+        if ((flag == wire::kTsAndAddr || flag == wire::kTsPrespec) && ptr + 7 > olen) return false;
+      } else if (flag != wire::kTsPrespec && (p[i + 3] >> 4) == 15) {
         return false;
       }
       o->ts = static_cast<int>(i);
@@ -228,20 +165,20 @@ int echo_ipv4_options(const uint8_t* p, const Ipv4Options& o, const uint8_t* our
     if (ptr > olen) {
       // Full: the overflow count goes up (scan_ipv4_options checked it stays below 16). A full
       // prespecified list has nothing left to stamp.
-      if (flag != kTsPrespec) d[3] = static_cast<uint8_t>(d[3] + 0x10);
+      if (flag != wire::kTsPrespec) d[3] = static_cast<uint8_t>(d[3] + 0x10);
     } else {
       // Delivery (its slots fit: scan_ipv4_options checked).
       bool need_addr = false, need_time = false;
-      if (flag == kTsOnly) {
+      if (flag == wire::kTsOnly) {
         std::memcpy(d + ptr - 1, stamp, 4);
         need_time = true;
         ptr += 4;
-      } else if (flag == kTsAndAddr) {
+      } else if (flag == wire::kTsAndAddr) {
         std::memcpy(d + ptr - 1, ours, 4);
         std::memcpy(d + ptr + 3, stamp, 4);
         need_addr = need_time = true;
         ptr += 8;
-      } else if (flag == kTsPrespec && is_ours(d + ptr - 1)) {
+      } else if (flag == wire::kTsPrespec && is_ours(d + ptr - 1)) {
         std::memcpy(d + ptr + 3, stamp, 4);
         need_time = true;
         ptr += 8;
@@ -255,7 +192,7 @@ int echo_ipv4_options(const uint8_t* p, const Ipv4Options& o, const uint8_t* our
         }
         if (need_time) {
           if (ptr + 3 > olen) return -1;
-          if (flag != kTsPrespec) {
+          if (flag != wire::kTsPrespec) {
             std::memcpy(d + ptr - 1, stamp, 4);
             ptr += 4;
           } else if (ptr + 7 <= olen && is_ours(d + ptr - 1)) {
@@ -387,16 +324,16 @@ void NeighborAgent::on_frame(const uint8_t* frame, uint32_t len, uint64_t now_ns
 }
 
 void NeighborAgent::on_arp(const uint8_t* frame, uint32_t off, uint32_t len, uint64_t now_ns) {
-  if (len - off < sizeof(ArpPkt)) {
+  if (len - off < sizeof(wire::ArpPkt)) {
     ++ctr_.malformed;
     return;
   }
-  const auto a = read<ArpPkt>(frame + off);
+  const auto a = read<wire::ArpPkt>(frame + off);
   const uint16_t op = a.op.get();
   // RFC 826: "Do I have the hardware type in ar$hrd? ... Do I speak the protocol in ar$pro?"
   // Anything but Ethernet / IPv4 request and reply (RARP, InARP, other media) is not ours.
-  if (a.htype.get() != kArpHrdEthernet || a.ptype.get() != wire::kEtherTypeIpv4 ||
-      (op != kArpOpRequest && op != kArpOpReply)) {
+  if (a.htype.get() != wire::kArpHrdEthernet || a.ptype.get() != wire::kEtherTypeIpv4 ||
+      (op != wire::kArpOpRequest && op != wire::kArpOpReply)) {
     ++ctr_.ignored;
     return;
   }
@@ -416,7 +353,7 @@ void NeighborAgent::on_arp(const uint8_t* frame, uint32_t off, uint32_t len, uin
   if (ipv4_is_zero(a.spa.data())) {
     // An RFC 5227 probe (sender 0.0.0.0): nothing to learn. If it probes one of our addresses we
     // defend it with a reply to the prober, as Linux does: target IP 0.0.0.0, target MAC theirs.
-    if (op == kArpOpRequest && for_us) {
+    if (op == wire::kArpOpRequest && for_us) {
       ++ctr_.arp_requests_rx;
       send_arp_reply(a.sha, a.tpa, a.sha, a.spa);
     } else {
@@ -436,16 +373,16 @@ void NeighborAgent::on_arp(const uint8_t* frame, uint32_t off, uint32_t len, uin
   // is created only for a request to us. Replies (solicited ones update the incomplete entry
   // we made) and gratuitous ARP never create entries, as Linux with arp_accept = 0: an
   // unsolicited reply cannot plant an entry.
-  const bool create = for_us && op == kArpOpRequest;
+  const bool create = for_us && op == wire::kArpOpRequest;
   // Only a reply sent to our MAC confirms the sender is reachable; requests and broadcast
   // (gratuitous) replies make a new or changed entry STALE (Linux's arp_process).
-  const bool confirmed = op == kArpOpReply && std::memcmp(frame, mac_.data(), 6) == 0;
+  const bool confirmed = op == wire::kArpOpReply && std::memcmp(frame, mac_.data(), 6) == 0;
   learn(sender, a.sha, create, /*override_mac=*/true, confirmed, now_ns);
   if (!for_us) {
     ++ctr_.ignored;
     return;
   }
-  if (op == kArpOpRequest) {
+  if (op == wire::kArpOpRequest) {
     ++ctr_.arp_requests_rx;
     // "Swap hardware and protocol fields ... send the packet to the (new) target hardware
     // address": unicast to the requester's sender MAC.
@@ -489,7 +426,9 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
     ++ctr_.malformed;
     return;
   }
-  if (icmp[0] != kIcmpEchoRequest || o.source_routed) {
+  // A source-routed request: Linux drops it by default (accept_source_route = 0), and RFC 1122
+  // 3.2.1.8 would otherwise oblige us to reverse the route.
+  if (icmp[0] != wire::kIcmpEchoRequest || o.source_routed) {
     ++ctr_.ignored;
     return;
   }
@@ -538,7 +477,7 @@ void NeighborAgent::on_ipv4(const uint8_t* frame, uint32_t off, uint32_t len, bo
   // RFC 792: same identifier, sequence number and data; type 0, code 0, checksum recomputed.
   uint8_t* out = &tx_[l3o + ip_hdr_len];
   std::memcpy(out, icmp, icmp_len);
-  out[0] = kIcmpEchoReply;
+  out[0] = wire::kIcmpEchoReply;
   out[1] = 0;
   out[2] = out[3] = 0;
   const uint16_t sum = wire::inet_checksum(out, icmp_len);
@@ -572,19 +511,19 @@ void NeighborAgent::on_ipv6(const uint8_t* frame, uint32_t off, uint32_t len, bo
   }
   const uint8_t* icmp = frame + off + sizeof(wire::Ipv6Hdr);
   // RFC 4443 2.3: the checksum covers the pseudo-header and the whole message.
-  if (plen < sizeof(IcmpHdr) ||
+  if (plen < sizeof(wire::IcmpHdr) ||
       wire::icmpv6_checksum(ip.src.data(), ip.dst.data(), icmp, plen) != 0) {
     ++ctr_.malformed;
     return;
   }
   switch (icmp[0]) {
-    case kIcmp6EchoRequest:
+    case wire::kIcmp6EchoRequest:
       on_echo6(frame, off, plen, l2_unicast);
       break;
-    case kNdNeighborSolicit:
+    case wire::kNdNeighborSolicit:
       on_ns(frame, off, plen, now_ns);
       break;
-    case kNdNeighborAdvert:
+    case wire::kNdNeighborAdvert:
       on_na(frame, off, plen, now_ns);
       break;
     default:  // router discovery, MLD, redirects, errors: a host without them ignores them
@@ -632,7 +571,7 @@ void NeighborAgent::on_echo6(const uint8_t* frame, uint32_t off, uint32_t icmp_l
   write(&tx_[l3o], r);
   uint8_t* out = &tx_[l3o + sizeof r];
   std::memcpy(out, icmp, icmp_len);
-  out[0] = kIcmp6EchoReply;
+  out[0] = wire::kIcmp6EchoReply;
   out[1] = 0;
   out[2] = out[3] = 0;
   const uint16_t sum = wire::icmpv6_checksum(r.src.data(), r.dst.data(), out, icmp_len);
@@ -654,7 +593,7 @@ bool parse_nd_options(const uint8_t* p, uint32_t n, uint8_t want, const uint8_t*
     const uint32_t olen = p[i + 1] * 8u;
     if (olen == 0 || olen > n - i) return false;
     if (p[i] == want) {
-      if (olen != sizeof(NdLlaOption)) return false;
+      if (olen != sizeof(wire::NdLlaOption)) return false;
       if (*lla == nullptr) *lla = p + i + 2;  // later duplicates are ignored, as Linux does
     }
     i += olen;
@@ -667,18 +606,20 @@ bool parse_nd_options(const uint8_t* p, uint32_t n, uint8_t want, const uint8_t*
 void NeighborAgent::on_ns(const uint8_t* frame, uint32_t off, uint32_t icmp_len, uint64_t now_ns) {
   const auto ip = read<wire::Ipv6Hdr>(frame + off);
   const uint8_t* icmp = frame + off + sizeof(wire::Ipv6Hdr);
-  if (icmp_len < sizeof(NdMsg)) {
+  if (icmp_len < sizeof(wire::NdMsg)) {
     ++ctr_.malformed;
     return;
   }
-  const auto ns = read<NdMsg>(icmp);
+  const auto ns = read<wire::NdMsg>(icmp);
   const uint8_t* slla = nullptr;
   const bool dad = ipv6_is_unspecified(ip.src.data());
   // RFC 4861 7.1.1: hop limit 255, code 0, at least 24 bytes, target not multicast, options of
   // non-zero length; from the unspecified address only to a solicited-node group and without a
   // source link-layer address option.
-  if (ip.hop_limit != kNdHopLimit || ns.icmp.code != 0 || ipv6_is_multicast(ns.target.data()) ||
-      !parse_nd_options(icmp + sizeof(NdMsg), icmp_len - sizeof(NdMsg), kNdOptSourceLla, &slla) ||
+  if (ip.hop_limit != wire::kNdHopLimit || ns.icmp.code != 0 ||
+      ipv6_is_multicast(ns.target.data()) ||
+      !parse_nd_options(icmp + sizeof(wire::NdMsg), icmp_len - sizeof(wire::NdMsg),
+                        wire::kNdOptSourceLla, &slla) ||
       (dad && (!ipv6_is_solicited_node(ip.dst.data()) || slla))) {
     ++ctr_.malformed;
     return;
@@ -725,19 +666,20 @@ void NeighborAgent::on_ns(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
 void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len, uint64_t now_ns) {
   const auto ip = read<wire::Ipv6Hdr>(frame + off);
   const uint8_t* icmp = frame + off + sizeof(wire::Ipv6Hdr);
-  if (icmp_len < sizeof(NdMsg)) {
+  if (icmp_len < sizeof(wire::NdMsg)) {
     ++ctr_.malformed;
     return;
   }
-  const auto na = read<NdMsg>(icmp);
+  const auto na = read<wire::NdMsg>(icmp);
   const uint8_t* tlla = nullptr;
   // RFC 4861 7.1.2: hop limit 255, code 0, at least 24 bytes, target not multicast, options of
   // non-zero length, and the Solicited flag clear when sent to a multicast address. An
   // IPv4-mapped target is no IPv6 neighbour: learning it would rewrite an ARP entry.
-  if (ip.hop_limit != kNdHopLimit || na.icmp.code != 0 || ipv6_is_multicast(na.target.data()) ||
-      wire::gid_is_ipv4_mapped(na.target.data()) ||
-      !parse_nd_options(icmp + sizeof(NdMsg), icmp_len - sizeof(NdMsg), kNdOptTargetLla, &tlla) ||
-      (ipv6_is_multicast(ip.dst.data()) && (na.flags & kNaFlagSolicited))) {
+  if (ip.hop_limit != wire::kNdHopLimit || na.icmp.code != 0 ||
+      ipv6_is_multicast(na.target.data()) || wire::gid_is_ipv4_mapped(na.target.data()) ||
+      !parse_nd_options(icmp + sizeof(wire::NdMsg), icmp_len - sizeof(wire::NdMsg),
+                        wire::kNdOptTargetLla, &tlla) ||
+      (ipv6_is_multicast(ip.dst.data()) && (na.flags & wire::kNaFlagSolicited))) {
     ++ctr_.malformed;
     return;
   }
@@ -757,7 +699,7 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
   // unsolicited one makes a new or changed address STALE. Without the option the message has no
   // address to record; solicited, it still confirms a usable entry's (a unicast probe's answer
   // may leave the option out, 7.2.4).
-  const bool solicited = (na.flags & kNaFlagSolicited) != 0;
+  const bool solicited = (na.flags & wire::kNaFlagSolicited) != 0;
   if (tlla == nullptr) {
     NeighborTable::Entry* e = table_.find(na.target);
     if (solicited && e && e->learned_usable()) {
@@ -766,7 +708,7 @@ void NeighborAgent::on_na(const uint8_t* frame, uint32_t off, uint32_t icmp_len,
     }
     return;
   }
-  learn(na.target, m, /*create=*/false, (na.flags & kNaFlagOverride) != 0, solicited, now_ns);
+  learn(na.target, m, /*create=*/false, (na.flags & wire::kNaFlagOverride) != 0, solicited, now_ns);
 }
 
 void NeighborAgent::learn(const Gid& ip, const Mac& mac, bool create, bool override_mac,
@@ -849,12 +791,12 @@ bool NeighborAgent::transmit(uint32_t len) {
 void NeighborAgent::send_arp_reply(const Mac& dst_mac, const Ipv4Addr& our_ip,
                                    const Mac& target_mac, const Ipv4Addr& target_ip) {
   const uint32_t off = write_eth(dst_mac, wire::kEtherTypeArp);
-  ArpPkt a{};
-  a.htype.set(kArpHrdEthernet);
+  wire::ArpPkt a{};
+  a.htype.set(wire::kArpHrdEthernet);
   a.ptype.set(wire::kEtherTypeIpv4);
   a.hlen = 6;
   a.plen = 4;
-  a.op.set(kArpOpReply);
+  a.op.set(wire::kArpOpReply);
   a.sha = mac_;
   a.spa = our_ip;
   a.tha = target_mac;
@@ -878,12 +820,12 @@ bool NeighborAgent::send_arp_request(const Gid& target, const Mac* unicast) {
   }
   static constexpr Mac kBroadcast{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   const uint32_t off = write_eth(unicast ? *unicast : kBroadcast, wire::kEtherTypeArp);
-  ArpPkt a{};
-  a.htype.set(kArpHrdEthernet);
+  wire::ArpPkt a{};
+  a.htype.set(wire::kArpHrdEthernet);
   a.ptype.set(wire::kEtherTypeIpv4);
   a.hlen = 6;
   a.plen = 4;
-  a.op.set(kArpOpRequest);
+  a.op.set(wire::kArpOpRequest);
   a.sha = mac_;
   a.spa = *src;
   a.tha = Mac{};  // unknown, also in a unicast probe (Linux leaves it zero too)
@@ -916,7 +858,7 @@ bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
   const Gid dst_ip = unicast ? target : solicited_node(target.data());
   const Mac dst_mac = unicast ? *unicast : ipv6_multicast_mac(dst_ip.data());
   const uint32_t l3o = write_eth(dst_mac, wire::kEtherTypeIpv6);
-  constexpr uint32_t kBodyLen = sizeof(NdMsg) + sizeof(NdLlaOption);
+  constexpr uint32_t kBodyLen = sizeof(wire::NdMsg) + sizeof(wire::NdLlaOption);
   wire::Ipv6Hdr ip{};
   ip.ver_tc_flow.set(6u << 28);
   ip.payload_length.set(kBodyLen);
@@ -925,11 +867,11 @@ bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
   ip.src = *src;
   ip.dst = dst_ip;
   write(&tx_[l3o], ip);
-  NdMsg ns{};
-  ns.icmp.type = kNdNeighborSolicit;
+  wire::NdMsg ns{};
+  ns.icmp.type = wire::kNdNeighborSolicit;
   ns.target = target;
   // The source link-layer address option, so the target can answer without asking back.
-  const NdLlaOption opt{kNdOptSourceLla, 1, mac_};
+  const wire::NdLlaOption opt{wire::kNdOptSourceLla, 1, mac_};
   uint8_t* body = &tx_[l3o + sizeof ip];
   write(body, ns);
   write(body + sizeof ns, opt);
@@ -943,7 +885,7 @@ bool NeighborAgent::send_ns(const Gid& target, const Mac* unicast) {
 void NeighborAgent::send_na(const Mac& dst_mac, const uint8_t* dst_ip, const uint8_t* target,
                             bool solicited) {
   const uint32_t l3o = write_eth(dst_mac, wire::kEtherTypeIpv6);
-  constexpr uint32_t kBodyLen = sizeof(NdMsg) + sizeof(NdLlaOption);
+  constexpr uint32_t kBodyLen = sizeof(wire::NdMsg) + sizeof(wire::NdLlaOption);
   wire::Ipv6Hdr ip{};
   ip.ver_tc_flow.set(6u << 28);
   ip.payload_length.set(kBodyLen);
@@ -952,12 +894,12 @@ void NeighborAgent::send_na(const Mac& dst_mac, const uint8_t* dst_ip, const uin
   std::memcpy(ip.src.data(), target, 16);  // the address asked about is ours: answer from it
   std::memcpy(ip.dst.data(), dst_ip, 16);
   write(&tx_[l3o], ip);
-  NdMsg na{};
-  na.icmp.type = kNdNeighborAdvert;
+  wire::NdMsg na{};
+  na.icmp.type = wire::kNdNeighborAdvert;
   // 7.2.4: Override set (the address is ours, not an anycast or proxied one), Router clear.
-  na.flags = static_cast<uint8_t>(kNaFlagOverride | (solicited ? kNaFlagSolicited : 0));
+  na.flags = static_cast<uint8_t>(wire::kNaFlagOverride | (solicited ? wire::kNaFlagSolicited : 0));
   std::memcpy(na.target.data(), target, 16);
-  const NdLlaOption opt{kNdOptTargetLla, 1, mac_};
+  const wire::NdLlaOption opt{wire::kNdOptTargetLla, 1, mac_};
   uint8_t* body = &tx_[l3o + sizeof ip];
   write(body, na);
   write(body + sizeof na, opt);
