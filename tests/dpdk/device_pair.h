@@ -98,20 +98,21 @@ inline bool setup_side(Side& s, size_t bytes) {
 
 inline int connect_side(Side& s, const Side& peer, int gid, Mtu mtu) {
   return s.d->runner().run([&] {
-    ConnectParams p;
-    p.access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-    p.ah.dgid = peer.d->gids()[static_cast<size_t>(gid)];
-    p.ah.sgid_index = static_cast<uint8_t>(gid);
-    p.mtu = mtu;
-    p.dest_qpn = peer.qp->qpn();
-    p.rq_psn = 0x1000;
-    p.max_dest_rd_atomic = 4;
-    p.min_rnr_timer = 12;
-    p.sq_psn = 0x1000;
-    p.timeout = 12;
-    p.retry_cnt = 7;
-    p.rnr_retry = 7;
-    p.max_rd_atomic = 4;
+    const ConnectParams p{
+        .access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
+        .ah = {.dgid = peer.d->gids()[static_cast<size_t>(gid)],
+               .sgid_index = static_cast<uint8_t>(gid)},
+        .mtu = mtu,
+        .dest_qpn = peer.qp->qpn(),
+        .rq_psn = 0x1000,
+        .max_dest_rd_atomic = 4,
+        .min_rnr_timer = 12,
+        .sq_psn = 0x1000,
+        .timeout = 12,
+        .retry_cnt = 7,
+        .rnr_retry = 7,
+        .max_rd_atomic = 4,
+    };
     return roce::connect_qp(s.d->engine(), s.qp, p);
   });
 }
