@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "dpdk/device.h"
+#include "stack/core/connect.h"
 #include "stack/core/counters_format.h"
 
 namespace roce::perf {
@@ -156,66 +157,36 @@ bool NativeTransport::reg_mr(void* addr, uint64_t length, uint32_t access, Memor
 bool NativeTransport::connect(uint32_t qp, const ConnectAttr& a, std::string* err) {
   Qp* q = qps_[qp];
   const char* step = "INIT";
-  const bool rc_qp = type_ == QpType::kRc, ud = type_ == QpType::kUd;
+  const bool ud = type_ == QpType::kUd;
   const int rc = dev_->runner().run([&] {
     Engine& e = dev_->engine();
-    QpAttr attr;
-    attr.qp_state = QpState::kInit;
-    attr.pkey_index = 0;
-    attr.port_num = 1;
-    attr.qp_access_flags = a.access;
-    attr.qkey = a.qkey;
-    if (int r = e.modify_qp(q, attr,
-                            kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags))) {
-      return r;
-    }
-    step = "RTR";
-    attr = QpAttr{};
-    attr.qp_state = QpState::kRtr;
-    AhAttr av;
-    av.is_global = true;
-    av.dgid = a.dgid;
-    av.sgid_index = a.sgid_index;
-    av.hop_limit = a.hop_limit;
-    av.traffic_class = a.traffic_class;
-    av.sl = a.sl;
-    av.port_num = 1;
-    uint32_t mask = kQpState;
-    if (!ud) {
-      attr.path_mtu = a.path_mtu;
-      attr.dest_qp_num = a.dest_qpn;
-      attr.rq_psn = a.rq_psn;
-      attr.ah_attr = av;
-      mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
-    }
-    if (rc_qp) {
-      attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
-      attr.min_rnr_timer = a.min_rnr_timer;
-      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
-    }
-    if (int r = e.modify_qp(q, attr, mask)) return r;
-    if (!a.to_rts) return 0;
-    step = "RTS";
-    attr = QpAttr{};
-    attr.qp_state = QpState::kRts;
-    attr.sq_psn = a.sq_psn;
-    mask = kQpState | kQpSqPsn;
-    if (rc_qp) {
-      attr.timeout = a.timeout;
-      attr.retry_cnt = a.retry_cnt;
-      attr.rnr_retry = a.rnr_retry;
-      attr.max_rd_atomic = a.max_rd_atomic;
-      mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-    }
-    if (a.rate_limit_kbps) {
-      attr.rate_limit = a.rate_limit_kbps;
-      mask |= kQpRateLimit;
-    }
-    if (int r = e.modify_qp(q, attr, mask)) return r;
-    if (!ud) return 0;
+    ConnectParams p;
+    p.access = a.access;
+    p.qkey = a.qkey;
+    p.ah.is_global = true;
+    p.ah.dgid = a.dgid;
+    p.ah.sgid_index = a.sgid_index;
+    p.ah.hop_limit = a.hop_limit;
+    p.ah.traffic_class = a.traffic_class;
+    p.ah.sl = a.sl;
+    p.ah.port_num = 1;
+    p.mtu = a.path_mtu;
+    p.dest_qpn = a.dest_qpn;
+    p.rq_psn = a.rq_psn;
+    p.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    p.min_rnr_timer = a.min_rnr_timer;
+    p.to_rts = a.to_rts;
+    p.sq_psn = a.sq_psn;
+    p.timeout = a.timeout;
+    p.retry_cnt = a.retry_cnt;
+    p.rnr_retry = a.rnr_retry;
+    p.max_rd_atomic = a.max_rd_atomic;
+    p.rate_limit_kbps = a.rate_limit_kbps;
+    if (int r = connect_qp(e, q, p, &step)) return r;
+    if (!a.to_rts || !ud) return 0;
     step = nullptr;  // the address handle
     UdDest& d = ud_dest_[qp];
-    if (int r = e.create_ah(pd_, av, &d.ah)) return r;
+    if (int r = e.create_ah(pd_, p.ah, &d.ah)) return r;
     d.qpn = a.dest_qpn;
     d.qkey = a.qkey;
     d.valid = true;

@@ -1,5 +1,7 @@
 #include "stack/sim/scenario_host.h"
 
+#include "stack/core/connect.h"
+
 namespace roce::sim {
 
 EgressConfig scenario_egress(const ScenarioConfig& cfg) {
@@ -73,33 +75,18 @@ bool connect_scenario_qps(ScenarioHost& tx, ScenarioHost& rx, const ScenarioConf
     ScenarioHost& peer = side ? tx : rx;
     Qp* q = side ? *rq : *sq;
     Qp* pq = side ? *sq : *rq;
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.port_num = 1;
-    a.qp_access_flags = kAccessRemoteWrite;
-    int rc = h.engine->modify_qp(q, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    a = QpAttr{};
-    a.qp_state = QpState::kRtr;
-    a.path_mtu = cfg.mtu;
-    a.dest_qp_num = pq->qpn();
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.dgid = peer.engine->config().gids[0];
-    rc = rc ? rc
-            : h.engine->modify_qp(q, a,
-                                  kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                      kQpMaxDestRdAtomic | kQpMinRnrTimer);
-    a = QpAttr{};
-    a.qp_state = QpState::kRts;
-    a.timeout = 12;  // 16.8 ms, a common setting
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    rc = rc ? rc
-            : h.engine->modify_qp(
-                  q, a,
-                  kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
-    if (rc) {
+    ConnectParams p;  // both PSNs 0
+    p.access = kAccessRemoteWrite;
+    p.ah.dgid = peer.engine->config().gids[0];
+    p.mtu = cfg.mtu;
+    p.dest_qpn = pq->qpn();
+    p.max_dest_rd_atomic = 1;
+    p.min_rnr_timer = 1;
+    p.timeout = 12;  // 16.8 ms, a common setting
+    p.retry_cnt = 7;
+    p.rnr_retry = 7;
+    p.max_rd_atomic = 1;
+    if (int rc = connect_qp(*h.engine, q, p)) {
       *err = "modify_qp: errno " + std::to_string(rc);
       return false;
     }

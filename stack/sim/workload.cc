@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "stack/core/connect.h"
 #include "stack/core/engine.h"
 
 namespace roce::sim {
@@ -374,39 +375,22 @@ bool Runner::setup(std::string* err) {
           Host& peer = side ? a : b;
           Qp* q = side ? qb : qa;
           Qp* pq = side ? qa : qb;
-          QpAttr at;
-          at.qp_state = QpState::kInit;
-          at.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-          at.port_num = 1;
-          int rc =
-              self.engine->modify_qp(q, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-          at = QpAttr{};
-          at.qp_state = QpState::kRtr;
-          at.path_mtu = cfg_.mtu;
-          at.dest_qp_num = pq->qpn();
-          at.rq_psn = side ? psn_a : psn_b;
-          at.max_dest_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
-          at.min_rnr_timer = 1;
-          at.ah_attr.dgid = peer.engine->config().gids[static_cast<size_t>(gid)];
-          at.ah_attr.sgid_index = static_cast<uint8_t>(gid);
-          rc = rc ? rc
-                  : self.engine->modify_qp(q, at,
-                                           kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                               kQpMaxDestRdAtomic | kQpMinRnrTimer);
-          at = QpAttr{};
-          at.qp_state = QpState::kRts;
-          at.sq_psn = side ? psn_b : psn_a;
-          at.timeout = cfg_.timeout;
-          at.retry_cnt = cfg_.retry_cnt;
-          at.rnr_retry = cfg_.rnr_retry;
-          at.max_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
-          at.rate_limit = cfg_.rate_limit_kbps;
-          rc = rc ? rc
-                  : self.engine->modify_qp(q, at,
-                                           kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt |
-                                               kQpRnrRetry | kQpMaxQpRdAtomic |
-                                               (cfg_.rate_limit_kbps ? kQpRateLimit : 0u));
-          if (rc) {
+          ConnectParams p;
+          p.access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+          p.ah.dgid = peer.engine->config().gids[static_cast<size_t>(gid)];
+          p.ah.sgid_index = static_cast<uint8_t>(gid);
+          p.mtu = cfg_.mtu;
+          p.dest_qpn = pq->qpn();
+          p.rq_psn = side ? psn_a : psn_b;
+          p.max_dest_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
+          p.min_rnr_timer = 1;
+          p.sq_psn = side ? psn_b : psn_a;
+          p.timeout = cfg_.timeout;
+          p.retry_cnt = cfg_.retry_cnt;
+          p.rnr_retry = cfg_.rnr_retry;
+          p.max_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
+          p.rate_limit_kbps = cfg_.rate_limit_kbps;
+          if (int rc = connect_qp(*self.engine, q, p)) {
             *err = "modify_qp: errno " + std::to_string(rc);
             return false;
           }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "stack/wire/checksum.h"
 #include "stack/wire/icrc.h"
 
 namespace roce::wire {
@@ -11,15 +12,11 @@ namespace {
 // The IPv4 header checksum of the header write_l2l4 writes for `path` and `total_length`
 // (RFC 791: the one's complement of the one's-complement sum of its 16-bit words).
 uint16_t ipv4_checksum_of(const PathSpec& path, uint16_t total_length) {
-  const auto word = [](const uint8_t* b) { return uint32_t{b[0]} << 8 | b[1]; };
-  const uint8_t* src = path.src_gid.data() + 12;
-  const uint8_t* dst = path.dst_gid.data() + 12;
-  uint32_t sum = (0x45u << 8 | path.traffic_class) + total_length + path.ipv4_id +
-                 (path.ipv4_df ? kIpv4FlagDf : 0u) + (uint32_t{path.hop_limit} << 8 | kIpProtoUdp) +
-                 word(src) + word(src + 2) + word(dst) + word(dst + 2);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
+  const uint64_t sum =
+      (0x45u << 8 | path.traffic_class) + total_length + path.ipv4_id +
+      (path.ipv4_df ? kIpv4FlagDf : 0u) + (uint32_t{path.hop_limit} << 8 | kIpProtoUdp) +
+      inet_sum(path.src_gid.data() + 12, 4) + inet_sum(path.dst_gid.data() + 12, 4);
+  return static_cast<uint16_t>(~inet_fold(sum));
 }
 }  // namespace
 
@@ -89,8 +86,7 @@ L2L4Template make_l2l4_template(const PathSpec& path) {
     uint8_t* ip = t.bytes.data() + t.l3_off;
     std::memset(ip + 2, 0, 2);
     std::memset(ip + 10, 0, 2);
-    for (uint32_t i = 0; i < sizeof(Ipv4Hdr); i += 2)
-      t.ipv4_sum += uint32_t{ip[i]} << 8 | ip[i + 1];
+    t.ipv4_sum = static_cast<uint32_t>(inet_sum(ip, sizeof(Ipv4Hdr)));
   }
   return t;
 }
@@ -119,10 +115,8 @@ uint8_t* write_l2l4(uint8_t* frame, const L2L4Template& t, uint8_t traffic_class
     ip[1] = traffic_class;
     put16(ip + 2, total);
     put16(ip + 4, ipv4_id);
-    uint32_t sum = t.ipv4_sum + traffic_class + total + ipv4_id;
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    put16(ip + 10, ~sum & 0xFFFF);
+    const uint32_t sum = t.ipv4_sum + traffic_class + total + ipv4_id;
+    put16(ip + 10, static_cast<uint16_t>(~inet_fold(sum)));
     udp = ip + sizeof(Ipv4Hdr);
   }
   put16(udp + 4, udp_len);

@@ -3,12 +3,12 @@
 // are actually there, and any violation comes back as a typed error, never a crash.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string_view>
 
+#include "stack/wire/checksum.h"
 #include "stack/wire/headers.h"
 #include "stack/wire/opcode.h"
 
@@ -125,23 +125,6 @@ constexpr bool is_ipv6_extension_header(uint8_t nh) {
 // Sets CE on an ECN-capable (ECT) IPv4 or IPv6 frame, as a congested switch does, fixing the
 // IPv4 header checksum (the ICRC does not cover these bits). Returns true if it marked.
 bool mark_ce(uint8_t* frame, uint32_t len);
-
-// One's-complement sum of a 20-byte IPv4 header, checksum field included: 0xFFFF if valid.
-// Inline, so that a header assembled in a local is summed in registers.
-inline uint16_t ipv4_header_checksum(const uint8_t* hdr) {
-  // The one's-complement sum does not depend on byte order (RFC 1071): add the header as five
-  // native 32-bit words, fold to 16 bits and swap the result into network order.
-  uint32_t w[5];
-  std::memcpy(w, hdr, sizeof w);
-  uint64_t sum = uint64_t{w[0]} + w[1] + w[2] + w[3] + w[4];
-  sum = (sum & 0xFFFFFFFF) + (sum >> 32);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  const auto s16 = static_cast<uint16_t>(sum);
-  if constexpr (std::endian::native == std::endian::little) return __builtin_bswap16(s16);
-  return s16;
-}
 
 // GID helpers: IPv4-mapped form is ::ffff:a.b.c.d.
 inline void ipv4_to_gid(const uint8_t v4[4], uint8_t gid[16]) {

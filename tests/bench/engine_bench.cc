@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "stack/core/connect.h"
 #include "stack/core/engine.h"
 
 namespace {
@@ -147,29 +148,18 @@ struct Pair {
     qb = qbs[0];
   }
   static void connect(Engine& e, Qp* q, const Gid& dgid, uint32_t dqpn, Mtu mtu) {
-    QpAttr x;
-    x.qp_state = QpState::kInit;
-    x.port_num = 1;
-    x.qp_access_flags = kAccessRemoteWrite;
-    e.modify_qp(q, x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    x = QpAttr{};
-    x.qp_state = QpState::kRtr;
-    x.path_mtu = mtu;
-    x.dest_qp_num = dqpn;
-    x.rq_psn = 0;
-    x.max_dest_rd_atomic = 1;
-    x.ah_attr.dgid = dgid;
-    e.modify_qp(q, x,
-                kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
-                    kQpMinRnrTimer);
-    x = QpAttr{};
-    x.qp_state = QpState::kRts;
-    x.timeout = 0;  // no timer: the loop never loses a packet
-    x.retry_cnt = 7;
-    x.rnr_retry = 7;
-    x.max_rd_atomic = 1;
-    e.modify_qp(q, x,
-                kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    ConnectParams p;  // both PSNs 0
+    p.access = kAccessRemoteWrite;
+    p.ah.dgid = dgid;
+    p.mtu = mtu;
+    p.dest_qpn = dqpn;
+    p.max_dest_rd_atomic = 1;
+    p.min_rnr_timer = 0;
+    p.timeout = 0;  // no timer: the loop never loses a packet
+    p.retry_cnt = 7;
+    p.rnr_retry = 7;
+    p.max_rd_atomic = 1;
+    connect_qp(e, q, p);
   }
 
   // Runs `ops` WRITEs of `size` bytes, spread evenly over the QPs (every 16th of a QP's

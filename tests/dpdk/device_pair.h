@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpdk/device.h"
+#include "stack/core/connect.h"
 
 namespace roce::test {
 
@@ -97,36 +98,22 @@ inline bool setup_side(Side& s, size_t bytes) {
 
 inline int connect_side(Side& s, const Side& peer, int gid, Mtu mtu) {
   return s.d->runner().run([&] {
-    Engine& e = s.d->engine();
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.port_num = 1;
-    a.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-    if (int rc = e.modify_qp(s.qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
-      return rc;
-    a = QpAttr{};
-    a.qp_state = QpState::kRtr;
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.qp->qpn();
-    a.rq_psn = 0x1000;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dgid = peer.d->gids()[static_cast<size_t>(gid)];
-    a.ah_attr.sgid_index = static_cast<uint8_t>(gid);
-    if (int rc = e.modify_qp(s.qp, a,
-                             kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                 kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
-      return rc;
-    }
-    a = QpAttr{};
-    a.qp_state = QpState::kRts;
-    a.sq_psn = 0x1000;
-    a.timeout = 12;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    return e.modify_qp(
-        s.qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    const ConnectParams p{
+        .access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
+        .ah = {.dgid = peer.d->gids()[static_cast<size_t>(gid)],
+               .sgid_index = static_cast<uint8_t>(gid)},
+        .mtu = mtu,
+        .dest_qpn = peer.qp->qpn(),
+        .rq_psn = 0x1000,
+        .max_dest_rd_atomic = 4,
+        .min_rnr_timer = 12,
+        .sq_psn = 0x1000,
+        .timeout = 12,
+        .retry_cnt = 7,
+        .rnr_retry = 7,
+        .max_rd_atomic = 4,
+    };
+    return roce::connect_qp(s.d->engine(), s.qp, p);
   });
 }
 

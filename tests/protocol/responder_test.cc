@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "../support/scripted_port.h"
+#include "stack/wire/checksum.h"
 #include "stack/wire/icrc.h"
 #include "stack/wire/psn.h"
 
@@ -867,10 +868,7 @@ TEST(EngineRx, NonUdpIpv4WithOptionsGoesToTheNetHandler) {
   ping.insert(ping.end(), {10, 0, 0, 2, 10, 0, 0, 1});      // 10.0.0.2 -> 10.0.0.1
   ping.insert(ping.end(), {7, 3, 4, 0});                    // record route, end of options
   ping.insert(ping.end(), {8, 0, 0xf7, 0xfe, 0, 1, 0, 0});  // echo request
-  uint32_t sum = 0;                                         // over the 24-byte header (RFC 1071)
-  for (size_t i = 14; i < 14 + 24; i += 2) sum += static_cast<uint32_t>(ping[i] << 8 | ping[i + 1]);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = ~sum & 0xFFFF;
+  const uint16_t sum = wire::inet_checksum(&ping[14], 24);  // over the 24-byte header
   ping[24] = static_cast<uint8_t>(sum >> 8);
   ping[25] = static_cast<uint8_t>(sum);
   ping.resize(60, 0);

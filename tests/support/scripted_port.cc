@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "stack/core/connect.h"
+
 namespace roce::test {
 
 namespace {
@@ -110,43 +112,24 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
 
 // RESET -> INIT -> RTR [-> RTS] with the harness's attributes (IBA table 91).
 void ProtocolHarness::connect() {
-  const bool rc = opts_.qp_type == QpType::kRc;
-  const bool ud = opts_.qp_type == QpType::kUd;
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  a.qp_access_flags = opts_.qp_access & (rc ? ~0u : kAccessRemoteWrite);
-  a.port_num = 1;
-  a.qkey = opts_.qkey;
-  if (engine_->modify_qp(qp_, a,
-                         kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags))) {
-    throw std::runtime_error("INIT");
-  }
-  a = QpAttr{};
-  a.qp_state = QpState::kRtr;
-  a.path_mtu = opts_.mtu;
-  a.dest_qp_num = kPeerQpn;
-  a.rq_psn = kPeerPsn;
-  a.max_dest_rd_atomic = opts_.max_dest_rd_atomic;
-  a.min_rnr_timer = opts_.min_rnr_timer;
-  a.ah_attr.dgid = peer_gid_;
-  a.ah_attr.sgid_index = opts_.ipv6 ? 0 : 1;
-  const uint32_t rtr = ud   ? kQpState
-                       : rc ? kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                  kQpMaxDestRdAtomic | kQpMinRnrTimer
-                            : kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
-  if (engine_->modify_qp(qp_, a, rtr)) throw std::runtime_error("RTR");
-  if (opts_.stop_at_rtr) return;
-  a = QpAttr{};
-  a.qp_state = QpState::kRts;
-  a.sq_psn = kLocalPsn;
-  a.timeout = opts_.timeout;
-  a.retry_cnt = opts_.retry_cnt;
-  a.rnr_retry = opts_.rnr_retry;
-  a.max_rd_atomic = opts_.max_rd_atomic;
-  const uint32_t rts =
-      rc ? kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic
-         : kQpState | kQpSqPsn;
-  if (engine_->modify_qp(qp_, a, rts)) throw std::runtime_error("RTS");
+  ConnectParams p;
+  p.access = opts_.qp_access & (opts_.qp_type == QpType::kRc ? ~0u : kAccessRemoteWrite);
+  p.qkey = opts_.qkey;
+  p.ah.dgid = peer_gid_;
+  p.ah.sgid_index = opts_.ipv6 ? 0 : 1;
+  p.mtu = opts_.mtu;
+  p.dest_qpn = kPeerQpn;
+  p.rq_psn = kPeerPsn;
+  p.max_dest_rd_atomic = opts_.max_dest_rd_atomic;
+  p.min_rnr_timer = opts_.min_rnr_timer;
+  p.to_rts = !opts_.stop_at_rtr;
+  p.sq_psn = kLocalPsn;
+  p.timeout = opts_.timeout;
+  p.retry_cnt = opts_.retry_cnt;
+  p.rnr_retry = opts_.rnr_retry;
+  p.max_rd_atomic = opts_.max_rd_atomic;
+  const char* step = nullptr;
+  if (roce::connect_qp(*engine_, qp_, p, &step)) throw std::runtime_error(step);
 }
 
 std::vector<uint8_t> ProtocolHarness::peer_frame(uint8_t opcode, uint32_t psn,

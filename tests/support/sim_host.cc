@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "stack/core/connect.h"
+
 namespace roce::test {
 
 SimHost::SimHost(sim::SimNetwork& net, uint8_t id, const HostOptions& o) : id_(id) {
@@ -60,37 +62,23 @@ static bool fail(std::string* err, const std::string& what, int rc) {
 
 int connect_qp(Engine& e, Qp* q, const Gid& dgid, uint32_t dest_qpn, uint32_t sq_psn,
                uint32_t rq_psn, const ConnectOptions& o) {
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  a.pkey_index = 0;
-  a.port_num = 1;
-  a.qp_access_flags = o.access;
-  if (int rc = e.modify_qp(q, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) return rc;
-  a = QpAttr{};
-  a.qp_state = QpState::kRtr;
-  a.path_mtu = o.mtu;
-  a.dest_qp_num = dest_qpn;
-  a.rq_psn = rq_psn;
-  a.max_dest_rd_atomic = o.max_rd_atomic;
-  a.min_rnr_timer = o.min_rnr_timer;
-  a.ah_attr.is_global = true;
-  a.ah_attr.dgid = dgid;
-  a.ah_attr.sgid_index = static_cast<uint8_t>(o.gid_index);
-  a.ah_attr.hop_limit = 64;
-  if (int rc = e.modify_qp(q, a,
-                           kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                               kQpMaxDestRdAtomic | kQpMinRnrTimer)) {
-    return rc;
-  }
-  a = QpAttr{};
-  a.qp_state = QpState::kRts;
-  a.sq_psn = sq_psn;
-  a.timeout = o.timeout;
-  a.retry_cnt = o.retry_cnt;
-  a.rnr_retry = o.rnr_retry;
-  a.max_rd_atomic = o.max_rd_atomic;
-  return e.modify_qp(
-      q, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  ConnectParams p;
+  p.access = o.access;
+  p.ah.is_global = true;
+  p.ah.dgid = dgid;
+  p.ah.sgid_index = static_cast<uint8_t>(o.gid_index);
+  p.ah.hop_limit = 64;
+  p.mtu = o.mtu;
+  p.dest_qpn = dest_qpn;
+  p.rq_psn = rq_psn;
+  p.max_dest_rd_atomic = o.max_rd_atomic;
+  p.min_rnr_timer = o.min_rnr_timer;
+  p.sq_psn = sq_psn;
+  p.timeout = o.timeout;
+  p.retry_cnt = o.retry_cnt;
+  p.rnr_retry = o.rnr_retry;
+  p.max_rd_atomic = o.max_rd_atomic;
+  return roce::connect_qp(e, q, p);
 }
 
 static int bring_up(SimHost& self, Qp* q, SimHost& peer, Qp* pq, uint32_t my_psn, uint32_t peer_psn,
