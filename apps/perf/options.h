@@ -28,6 +28,7 @@ inline constexpr uint32_t kUdAddition = 40;
 inline constexpr int kMaxInlineUd = 884;
 inline constexpr int kDefInlineSendUd = 188;
 inline constexpr int kUcMaxRx = 16000;
+inline constexpr int kDefRxSend = 512;   // a SEND test's receive depth (DEF_RX_SEND)
 inline constexpr int kDefHopLimit = 64;  // the GRH's (-L takes only this, as perftest for RoCE)
 
 struct PerfOptions {
