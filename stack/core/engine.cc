@@ -76,6 +76,7 @@ bool Engine::poll() {
   now_ = clock_->now_ns();
   ++poll_seq_;
   bool work = false;
+  notify_batch_.open = true;
 
   const uint16_t n = io_->rx_burst(rx_, cfg_.burst);
   if (n) {
@@ -129,6 +130,8 @@ bool Engine::poll() {
     flush_tx();
     work |= ctr_.tx_frames != sent;
   }
+  // Wake the applications only now, with this poll's ACKs on the wire (NotifyBatch).
+  notify_batch_.fire();
   return work;
 }
 

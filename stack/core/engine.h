@@ -415,7 +415,8 @@ class Engine {
   PacketIo* io_;
   const Clock* clock_;
   uint64_t now_ = 0;
-  uint64_t poll_seq_ = 0;  // polls so far (plain ACKs wait for the poll after their own)
+  uint64_t poll_seq_ = 0;     // polls so far (plain ACKs wait for the poll after their own)
+  NotifyBatch notify_batch_;  // the CQ events of the poll under way, raised at its end
   Mtu active_mtu_ = Mtu::k1024;
   uint16_t rx_vid_ = 0;  // the VID received frames may carry besides 0 (EngineConfig::vlan)
   EngineCounters ctr_{};

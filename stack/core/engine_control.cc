@@ -116,6 +116,7 @@ CompletionQueue* Engine::create_cq(uint32_t depth, int* err) {
     *err = ENOMEM;
     return nullptr;
   }
+  cq->set_notify_batch(&notify_batch_);
   if (cqn == cqs_.size()) cqs_.emplace_back();
   cqs_[cqn] = std::move(cq);
   *err = 0;

@@ -85,9 +85,26 @@ void CompletionQueue::push_commit(bool solicited) {
   if (armed == kArmedAny || (armed == kArmedSolicited &&
                              (solicited || ring_.at<Cqe>(prod)->status != WcStatus::kSuccess))) {
     if (armed_.exchange(kDisarmed, std::memory_order_acq_rel) != kDisarmed && notify_) {
-      notify_(notify_ctx_, this);
+      if (!batch_ || !batch_->open) {
+        notify_(notify_ctx_, this);
+      } else if (!held_) {  // (armed again meanwhile: one event for both)
+        held_ = true;
+        next_held_ = nullptr;
+        (batch_->tail ? batch_->tail->next_held_ : batch_->head) = this;
+        batch_->tail = this;
+      }
     }
   }
+}
+
+void NotifyBatch::fire() {
+  open = false;
+  while (CompletionQueue* cq = head) {
+    head = cq->next_held_;
+    cq->held_ = false;
+    cq->notify_(cq->notify_ctx_, cq);
+  }
+  tail = nullptr;
 }
 
 // --- SharedReceiveQueue ---

@@ -95,6 +95,23 @@ inline uint32_t recv_slot_bytes(uint32_t max_sge) {
 int fill_recv_wqe(const RecvWr& wr, uint32_t max_sge, RecvWqe* w);
 
 // --- completion queue ---
+class CompletionQueue;
+
+// The completion notifications (CQ events) raised during one engine poll, held until the poll
+// has put its output on the wire (Engine::poll). A notification wakes a thread blocked on a
+// completion channel, and waking it may preempt the engine thread on its core: the ACKs this
+// poll owes its peers would then wait, for milliseconds on a busy machine, while the woken
+// application runs (and a peer that tears down on our answer aborts for the missing send
+// completion of its last message). A NIC's ACKs do not wait for the host's scheduler.
+// Engine side only.
+struct NotifyBatch {
+  bool open = false;  // notifications raised now are held
+  CompletionQueue* head = nullptr;
+  CompletionQueue* tail = nullptr;
+  bool empty() const { return head == nullptr; }
+  void fire();  // delivers the held notifications, oldest first; closes the batch
+};
+
 class CompletionQueue {
  public:
   using Notify = void (*)(void* ctx, CompletionQueue* cq);
@@ -128,6 +145,8 @@ class CompletionQueue {
     notify_ = fn;
     notify_ctx_ = ctx;
   }
+  // Engine side: notifications raised while `batch` is open join it (NotifyBatch).
+  void set_notify_batch(NotifyBatch* batch) { batch_ = batch; }
   bool overflowed() const { return overflow_.load(std::memory_order_acquire); }
   // Application side: whether a poll would return a completion (nothing is taken).
   bool ready() const { return ring_.prod_acquire() != ring_.cons_local(); }
@@ -178,6 +197,10 @@ class CompletionQueue {
   bool overflow_reported_ = false;  // engine side
   Notify notify_ = nullptr;
   void* notify_ctx_ = nullptr;
+  NotifyBatch* batch_ = nullptr;  // engine side
+  CompletionQueue* next_held_ = nullptr;
+  bool held_ = false;  // in batch_, its notification not yet delivered
+  friend struct NotifyBatch;
 };
 
 // --- shared receive queue ---

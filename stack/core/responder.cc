@@ -47,7 +47,8 @@ RespOut* Engine::resp_out_push(Qp& qp) {
 // poll. If the QP's requester has output in the same poll as the request (an application on
 // another thread answered between the receive and the engine's doorbell check), the ACK leaves
 // at once, ahead of it: a peer may take its send completion and its next receive in the order
-// they arrive (perftest's send_lat -e reads a stale completion otherwise).
+// they arrive (perftest's send_lat -e reads a stale completion otherwise). So does it when the
+// poll raises a completion event: no reply can join it before the woken thread has run.
 void Engine::resp_push_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
   if (qp.type() == QpType::kUc) return;  // UC acknowledges nothing (IBA 9.7.5.2)
   auto& r = qp.rcv_;
@@ -579,9 +580,11 @@ bool Engine::resp_step(Qp& qp, uint32_t budget) {
   if (!qp.path_ready_) return false;
   while (budget && tx_room() && r.out_head != r.out_tail) {
     RespOut& e = r.out[r.out_head % Qp::Recv::kOutSize];
-    // A plain ACK waits for the next poll, unless this QP's requester is about to send:
-    // then it goes first, so a reply never overtakes the ACK of the request it answers.
-    if (e.not_before_poll > poll_seq_ && !qp.snd_.active) return true;
+    // A plain ACK waits for the next poll, unless this QP's requester is about to send (then
+    // it goes first, so a reply never overtakes the ACK of the request it answers), or this
+    // poll wakes an application (a CQ event): the reply, if any, comes after a context switch
+    // that may keep this thread off its core, so the ACK leaves now (NotifyBatch).
+    if (e.not_before_poll > poll_seq_ && !qp.snd_.active && notify_batch_.empty()) return true;
     // READ responses are data: the rate limit applies (ACKs are never held).
     if (e.kind == RespOut::kRead && !cc_may_send(qp)) return false;
     PktBuf* b = tx_buf();

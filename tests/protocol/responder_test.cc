@@ -123,6 +123,52 @@ TEST(Responder, AReplyPostedInTheSamePollDoesNotOvertakeTheAck) {
   EXPECT_EQ(out[1].opcode(), op::kRcSendOnly);
 }
 
+// Without a thread waiting for it, the ACK of a message's last packet waits for the next poll,
+// where an application's reply (posted meanwhile) shares its burst.
+TEST(Responder, WithoutAWaiterTheAckLeavesInTheNextPoll) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 256);
+  h.exchange();  // the QP's set-up leaves it on the requester's schedule until a poll
+  h.port().inject(h.peer_frame(op::kRcSendOnly, P0, {}, 100));
+  ASSERT_TRUE(h.engine().poll());
+  EXPECT_TRUE(h.port().take_sent().empty());
+  h.engine().poll();
+  auto sent = h.port().take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+}
+
+// An application blocked on a completion channel is woken by its receive's CQ event, and on a
+// shared core the woken thread may take the engine thread's core at once: an ACK left for the
+// next poll then waited for the scheduler, for milliseconds on a busy machine (Gloo's ibverbs
+// transport, whose last WRITE WITH IMMEDIATE's send completion was still missing when its
+// program tore down: it aborts). The poll that raises the event has put the ACK on the wire
+// before it raises it, as a NIC's ACK does not wait for the host.
+TEST(Responder, TheAckIsOnTheWireBeforeTheCompletionEvent) {
+  ProtocolHarness h;
+  h.post_recv(1, 0, 0);
+  struct Ctx {
+    ProtocolHarness* h;
+    int events = 0;
+    size_t sent_before = 0;
+  } ctx{&h};
+  h.cq()->set_notify(
+      [](void* p, CompletionQueue*) {
+        auto* c = static_cast<Ctx*>(p);
+        ++c->events;
+        c->sent_before = c->h->port().take_sent().size();
+      },
+      &ctx);
+  h.cq()->arm(false);
+  h.exchange();  // as above
+  auto e = h.reth(h.addr(1000), h.rkey(), 4);
+  e.imm.data = {0, 0, 0, 7};
+  h.port().inject(h.peer_frame(op::kRcWriteOnlyImm, P0, e, 4));
+  ASSERT_TRUE(h.engine().poll());  // one poll: the request, its completion, its ACK
+  ASSERT_EQ(ctx.events, 1);
+  EXPECT_EQ(ctx.sent_before, 1u) << "the ACK must be sent before the event is raised";
+  EXPECT_EQ(h.completions().size(), 1u);
+}
+
 TEST(Responder, MultiPacketSendAckedOnceOnLast) {
   ProtocolHarness h;
   h.post_recv(1, 0, 4096);
