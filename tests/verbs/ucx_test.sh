@@ -40,6 +40,11 @@ if [[ $what == mpi ]]; then
 fi
 [[ -d /dev/infiniband ]] || exec "$repo/scripts/with-dev-infiniband.sh" "$0" "$shim" "$what" "$@"
 
+if [[ -n ${ROCE_SANITIZER_PRELOAD:-} ]]; then
+  # A shim built with the sanitizers: their runtimes first in Debian's programs, whose own
+  # leaks are not ours (as tests/verbs/verbs_netns.py does).
+  export LD_PRELOAD=$ROCE_SANITIZER_PRELOAD ASAN_OPTIONS=detect_leaks=0
+fi
 E2E_NAME=ucx-$what
 # shellcheck source=../e2e/lib.sh
 source "$repo/tests/e2e/lib.sh"
