@@ -16,6 +16,7 @@ pkgs=(
   iperf3 sockperf
   libbsd-dev libnuma-dev librdmacm1
   libgloo-dev openvswitch-switch-dpdk libbpf-dev bsdextrautils
+  ucx-utils openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -39,8 +39,15 @@ void fill_ibv_device(ShimDevice* d) {
   d->dev.node_type = IBV_NODE_CA;
   d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE is the IB transport over Ethernet
   std::snprintf(d->dev.name, sizeof d->dev.name, "%s", d->cfg.name.c_str());
-  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d", d->index);
-  // Nothing exists at these paths (the stack has no kernel device): sysfs reads fail cleanly.
+  // The device file: rdma-core opens /dev/infiniband/<dev_name> as the context's cmd_fd, and
+  // middleware checks it exists as a character device the user may read and write before it
+  // lists the device (UCX 1.13: uct_ib_device_is_accessible). The stack has no kernel device;
+  // its contexts' cmd_fd is /dev/null (ibv_open_device), so that is the file named here, which
+  // every user may open, as every user may use the stack. The path resolves only where
+  // /dev/infiniband exists (a kernel with the RDMA core loaded; verbs_shim/README.md). A
+  // uverbsN name would stand for another (kernel) device's file where one exists.
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "../null");
+  // Nothing exists at these paths (no kernel device, no sysfs entry): sysfs reads fail cleanly.
   std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d",
                 d->index);
   std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s",

@@ -681,6 +681,7 @@ void Engine::ud_receive(Qp& qp, const wire::PacketInfo& info) {
   c.qp_num = qp.qpn();
   c.src_qp = deth.src_qp.get();
   c.wc_flags = kWcGrh;
+  c.sl = info.family == wire::IpFamily::kIpv6 ? kUdSlIpv6 : kUdSlIpv4;
   if (total > r.wqe()->length) {
     ++ctr_.ud_too_long;
     c.status = WcStatus::kLocLenErr;

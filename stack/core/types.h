@@ -147,6 +147,17 @@ enum WcFlags : uint8_t {
   kWcWithInv = 1u << 3,
 };
 
+// ibv_wc.sl of a UD receive. RoCE has no service level; mlx5 puts the packet's L3 header type
+// there instead (its CQE's roce_pkt_type, bits 2:0: 1 IPv6, 2 IPv4; libmlx5's handle_responder
+// copies the nibble), as libhns does since rdma-core 47, and UCX's ud_verbs reads the datagram's
+// address family from it (uct_ud_iface_check_grh: anything but 2 means a 16-byte destination
+// GID, so an IPv4 datagram reported as 0 fails its GID check and is dropped). Bit 3 (mlx5: "a
+// UDP header is present") stays clear, as libhns leaves it; UCX masks it off.
+enum UdSl : uint8_t {
+  kUdSlIpv6 = 1,
+  kUdSlIpv4 = 2,
+};
+
 // ibv_mtu
 enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
 constexpr uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<unsigned>(m); }

@@ -1222,8 +1222,8 @@ wire::ExtHeaders ud_deth(uint32_t qkey) {
 
 // UD (IBA 9.8): the receive buffer gets the 40-byte GRH area (RoCEv2 over IPv4: 20 zero bytes,
 // then the IPv4 header), then the payload; the completion carries the source QP from the DETH,
-// the GRH flag and the immediate. The QP counts the datagram and its bytes, as it does for
-// RC and UC (rx_bytes stayed 0 for UD).
+// the GRH flag, the immediate, and in sl the packet's IP version as mlx5 reports it (UdSl). The
+// QP counts the datagram and its bytes, as it does for RC and UC (rx_bytes stayed 0 for UD).
 TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
   for (bool ipv6 : {false, true}) {
     SCOPED_TRACE(ipv6 ? "IPv6" : "IPv4");
@@ -1242,6 +1242,7 @@ TEST(Responder, UdDatagramCompletesWithTheGrhAreaAndIsCounted) {
     EXPECT_EQ(c[0].byte_len, 140u);
     EXPECT_EQ(c[0].src_qp, 0x345u);
     EXPECT_EQ(c[0].wc_flags, kWcGrh | kWcWithImm);
+    EXPECT_EQ(c[0].sl, ipv6 ? kUdSlIpv6 : kUdSlIpv4);
     EXPECT_EQ(std::memcmp(&c[0].imm_data, imm, 4), 0);
     if (ipv6) {
       EXPECT_EQ(std::memcmp(h.mem(), f.data() + 14, 40), 0);

@@ -620,10 +620,13 @@ TEST_F(VerbsTest, UdCarriesTheGrhArea) {
     EXPECT_EQ(wb[0].src_qp, a.qp->qp_num);
     EXPECT_EQ(ntohl(wb[0].imm_data), 0x77u);
     EXPECT_EQ(std::memcmp(b.buf->p + 40, a.buf->p, 4096), 0);
+    // sl: the L3 header type as mlx5 reports it (2 IPv4, 1 IPv6), which UCX's ud_verbs reads.
     if (gid == 1) {
       EXPECT_EQ(b.buf->p[20], 0x45);  // IPv4 header at offset 20 of the GRH area
+      EXPECT_EQ(wb[0].sl, 2);
     } else {
       EXPECT_EQ(b.buf->p[0] >> 4, 6);  // the IPv6 header
+      EXPECT_EQ(wb[0].sl, 1);
     }
     // An answer built from the completion goes back to a.
     ibv_ah* back = ibv_create_ah_from_wc(b.pd, &wb[0], reinterpret_cast<ibv_grh*>(b.buf->p), 1);

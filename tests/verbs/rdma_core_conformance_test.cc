@@ -1,14 +1,18 @@
 // What rdma-core's own test suite (python3-pyverbs' tests) expects of a libibverbs and its
 // provider, each checked here at the verbs interface: provider libraries that programs link
 // directly load and do not take the stack's devices for theirs; cmd_fd is a descriptor the
-// caller may duplicate; re-registering an MR's access or PD keeps its keys and IOVA (rxe, mlx5);
-// a QP moved to RESET or destroyed leaves no completions in its CQs (mlx5, __mlx5_cq_clean);
-// CQs resize both ways and refuse a size below their unpolled completions (rxe).
+// caller may duplicate, and the device file its name leads to is the same file; re-registering an
+// MR's access or PD keeps its keys and IOVA (rxe, mlx5); a QP moved to RESET or destroyed leaves no
+// completions in its CQs (mlx5, __mlx5_cq_clean); CQs resize both ways and refuse a size below
+// their unpolled completions (rxe).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include "verbs_fixture.h"
 
@@ -59,6 +63,25 @@ TEST_F(VerbsTest, CmdFdIsAnOpenDescriptorTheContextOwns) {
   ctx_[0] = nullptr;
   EXPECT_EQ(fcntl(fd, F_GETFD), -1);
   EXPECT_EQ(errno, EBADF);
+}
+
+// UCX 1.13 lists a device only if /dev/infiniband/<dev_name> is a character device the user may
+// read and write (uct_ib_device_is_accessible). The name leads to the file behind cmd_fd,
+// /dev/null, wherever /dev/infiniband exists; it must not name a kernel uverbs device.
+TEST_F(VerbsTest, DeviceFileIsTheOneBehindCmdFd) {
+  const std::string name = ctx_[0]->device->dev_name;
+  const std::filesystem::path file = std::filesystem::path("/dev/infiniband") / name;
+  EXPECT_EQ(file.lexically_normal(), "/dev/null");
+  struct stat by_name {
+  }, by_fd{};
+  ASSERT_EQ(stat(file.lexically_normal().c_str(), &by_name), 0);
+  ASSERT_EQ(fstat(ctx_[0]->cmd_fd, &by_fd), 0);
+  EXPECT_TRUE(S_ISCHR(by_name.st_mode));
+  EXPECT_EQ(by_name.st_rdev, by_fd.st_rdev);
+  EXPECT_EQ(access(file.lexically_normal().c_str(), R_OK | W_OK), 0);
+  if (std::filesystem::is_directory("/dev/infiniband")) {  // UCX's own path, unnormalised
+    EXPECT_EQ(access(file.c_str(), R_OK | W_OK), 0);
+  }
 }
 
 // test_mr.py's rereg tests: the peer keeps the rkey it was given, and a custom IOVA stays.
