@@ -108,6 +108,8 @@ std::unique_ptr<Device> Device::open(const DeviceConfig& cfg, std::string* err,
   ec.default_cc = cfg.cc == "dcqcn" ? CcKind::kDcqcn : CcKind::kNone;
   ec.ecn_mark = cfg.ecn;
   ec.port_inflight_psns = cfg.inflight;
+  // Well above the engine thread's longest idle sleep: a longer gap means it did not run.
+  ec.stall_ns = std::max<uint64_t>(2'000'000, 4ull * cfg.idle_sleep_us * 1000);
   d->tsc_clock_ = TscClock::create();
   const Clock* clock =
       d->tsc_clock_ ? static_cast<const Clock*>(d->tsc_clock_.get()) : &d->steady_clock_;

@@ -56,6 +56,10 @@ constexpr uint32_t kAfPacketSlotHeader = TPACKET2_HDRLEN - sizeof(struct sockadd
 // refuses a bsize smaller than the largest frame.
 constexpr const char* kMemifBufferArg = "bsize";
 constexpr uint32_t kMemifDefaultBufferSize = 2048;
+// The PMDs' ring sizes when the device string leaves them out: net_af_packet's DFLT_FRAME_COUNT
+// frames, net_memif's ETH_MEMIF_DEFAULT_RING_SIZE (log2 of the slots).
+constexpr uint32_t kAfPacketDefaultFrameCount = 512;
+constexpr uint32_t kMemifDefaultRingLog2 = 10;
 
 std::string errno_text(int err) { return rte_strerror(err < 0 ? -err : err); }
 
@@ -374,6 +378,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
                   " B: add blocksz=8192,framesz=8192,framecnt=512 to the vdev");
     }
     driver_min_data = std::max(driver_min_data, slot);
+    port->rx_ring_frames_ = devarg_u32(info, "framecnt", kAfPacketDefaultFrameCount);
     // The PMD's statistics leave out the frames the kernel dropped because its ring was full
     // (13 % of them in a 64-QP write_bw before the port budget, with imissed 0): eth_stats()
     // reads them from the sockets (PACKET_STATISTICS).
@@ -394,6 +399,8 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
     }
     // A whole buffer fits one mbuf: the driver's receive path then copies without chaining.
     driver_min_data = std::max(driver_min_data, bsize);
+    const uint32_t log2 = devarg_u32(info, "rsize", kMemifDefaultRingLog2);
+    port->rx_ring_frames_ = log2 < 16 ? 1u << log2 : 0;
   }
 
   // A frame as the driver counts it: a driver that reports its limits may count more than the
@@ -465,6 +472,7 @@ std::unique_ptr<DpdkPort> DpdkPort::setup(uint16_t port_id, const PortConfig& co
   if (rc != 0) return fail("rte_eth_dev_adjust_nb_rx_tx_desc: " + errno_text(rc));
   rc = rte_eth_rx_queue_setup(port_id, 0, rx_desc, socket, nullptr, port->pool_);
   if (rc != 0) return fail("rx queue setup: " + errno_text(rc));
+  if (!port->virtual_device_) port->rx_ring_frames_ = rx_desc;
   rte_eth_txconf txconf = info.default_txconf;
   txconf.offloads = conf.txmode.offloads;
   rc = rte_eth_tx_queue_setup(port_id, 0, tx_desc, socket, &txconf);

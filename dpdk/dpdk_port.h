@@ -112,6 +112,9 @@ class DpdkPort final : public PacketIo {
   uint16_t alloc(PktBuf* bufs, uint16_t n) override;
   void free(PktBuf* bufs, uint16_t n) override;
   uint32_t max_frame_len() const override { return max_frame_len_; }
+  // net_af_packet: its `framecnt` (the kernel's ring); net_memif: 2^`rsize` (the peer is taken
+  // to have the same); a PCI device: its rx descriptors; other vdevs: 0 (unknown).
+  uint32_t rx_ring_frames() const override { return rx_ring_frames_; }
 
   uint16_t port_id() const { return port_id_; }
   const std::string& name() const { return name_; }
@@ -201,6 +204,7 @@ class DpdkPort final : public PacketIo {
   uint8_t mac_[6] = {};
   rte_mempool* pool_ = nullptr;
   uint32_t max_frame_len_ = 0;
+  uint32_t rx_ring_frames_ = 0;
   uint32_t buffer_capacity_ = 0;
   uint32_t device_mtu_ = 0;
   bool tx_fast_free_ = false;

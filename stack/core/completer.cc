@@ -374,6 +374,14 @@ void Engine::comp_timeout(Qp& qp) {
     }
     return;
   }
+  if (stalled_) {
+    // The deadline passed while the engine was not running: the ACK may be in the receive
+    // ring (or in the peer's transmit queue behind a ring we did not drain). IBA 9.7.6.1.3
+    // times the responder, not our absence: a full period again, from now.
+    ++ctr_.stall_restarted_timers;
+    arm_retransmit(qp);
+    return;
+  }
   s.gap_owed = false;
   ++qp.counters_.local_ack_timeouts;
   if (s.retry_left == 0) {

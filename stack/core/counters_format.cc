@@ -55,6 +55,9 @@ std::string format_engine_counters(const Engine& e) {
   add(out, "port_budget_waits", c.port_budget_waits);
   add(out, "loopback_frames (to our own MAC, not through the port)", c.loopback_frames);
   add(out, "loopback_waits (the loopback ring was full)", c.loopback_waits);
+  add(out, "longest_poll_gap_us", c.longest_poll_gap_us);
+  add(out, "stalls (no poll for stall_ns)", c.stalls);
+  add(out, "stall_restarted_timers", c.stall_restarted_timers);
   e.for_each_qp([&](const Qp& q) { out += format_qp_counters(q); });
   out += format_destroyed_qp_counters(e);
   return out;

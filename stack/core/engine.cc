@@ -1,6 +1,7 @@
 // The poll loop, receive dispatch and transmit machinery.
 #include "stack/core/engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -41,6 +42,9 @@ Engine::Engine(const EngineConfig& cfg, PacketIo* io, const Clock* clock)
     cfg_.max_inflight_psns = 256;
   }
   if (cfg_.ack_req_every == 0) cfg_.ack_req_every = 64;
+  if (const uint32_t ring = io->rx_ring_frames(); ring != 0 && cfg_.port_inflight_psns != 0) {
+    cfg_.port_inflight_psns = std::min(cfg_.port_inflight_psns, std::max(1u, ring / 2));
+  }
   now_ = clock->now_ns();
   active_mtu_ = mtu_for_frame(io->max_frame_len(), cfg_.vlan, cfg_.max_mtu);
   rx_vid_ = cfg_.vlan ? cfg_.vlan_tci & 0x0FFF : 0;
@@ -73,7 +77,20 @@ void Engine::raise_event(AsyncEventType t, uint32_t id) {
 // The loop.
 
 bool Engine::poll() {
+  const uint64_t before = now_;
   now_ = clock_->now_ns();
+  const uint64_t gap = now_ - before;
+  stalled_ = cfg_.stall_ns != 0 && gap >= cfg_.stall_ns && poll_seq_ != 0;
+  if (stalled_) [[unlikely]]
+    ++ctr_.stalls;
+  if ((busy_ || timers_.armed()) && gap > ctr_.longest_poll_gap_us * 1000) [[unlikely]] {
+    ctr_.longest_poll_gap_us = gap / 1000;
+  }
+  busy_ = poll_once();
+  return busy_;
+}
+
+bool Engine::poll_once() {
   ++poll_seq_;
   bool work = false;
   notify_batch_.open = true;

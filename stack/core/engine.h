@@ -59,9 +59,20 @@ struct EngineConfig {
   // writing over net_af_packet (a 512-frame ring) lost 28 % of their frames and sat out
   // thousands of local ACK timeouts. A READ request counts all its response PSNs (its pieces
   // shrink to the room left). Above max_inflight_psns it binds only several QPs together.
+  // The engine takes at most half the receive ring its port reports (PacketIo::rx_ring_frames):
+  // READ responses come back into that ring all at once, as fast as the responder sends them,
+  // and the peer's own requests share it (its budget being the same half of a ring like ours);
+  // a 512-frame af_packet ring with 512 PSNs of READs outstanding each way overflowed.
   uint32_t port_inflight_psns = 512;
   // The requester asks for an ACK at least every this many packets (and on every last packet).
   uint32_t ack_req_every = 64;
+  // A gap between two polls at least this long is a stall: the engine did not run (its thread
+  // descheduled on a loaded machine, an application that drives it inline and stopped). A
+  // local ACK timer that expired meanwhile measured time in which the engine could see no ACK
+  // (it may be waiting in the receive ring), so it restarts instead of counting a retry.
+  // It must be above the longest time the engine is left unpolled on purpose: 0 (off) here,
+  // since a simulator polls only when something is due; Device sets 2 ms or 4 x idle_sleep_us.
+  uint64_t stall_ns = 0;
   bool verify_icrc = true;
   uint64_t seed = 0;  // key generation; 0 = from std::random_device
   // Congestion control for QPs that do not choose (QpInitAttr::cc), and its parameters.
@@ -106,6 +117,13 @@ struct EngineCounters {
   uint64_t port_budget_waits = 0;  // times a requester waited for the port's in-flight budget
   uint64_t loopback_frames = 0;    // frames to our own MAC, received without the port
   uint64_t loopback_waits = 0;     // times such frames waited for room in the loopback ring
+  // The longest time between two polls, in microseconds: how long the engine did not run (its
+  // thread descheduled, an application that drove it inline and stopped). A peer's local ACK
+  // timeout shorter than this can expire with nothing lost.
+  // (Counted after a poll that found work or with a timer armed: an idle engine sleeps.)
+  uint64_t longest_poll_gap_us = 0;
+  uint64_t stalls = 0;                  // gaps between polls of at least EngineConfig::stall_ns
+  uint64_t stall_restarted_timers = 0;  // local ACK timers that expired in a stall, restarted
 };
 
 // Asynchronous events (ibv_event_type values).
@@ -218,6 +236,9 @@ class Engine {
   void on_neighbor_resolved(const Gid& ip);
   void on_neighbor_failed(const Gid& ip);
   uint64_t now_ns() const { return now_; }
+  // The port's in-flight budget in force (EngineConfig::port_inflight_psns, within half the
+  // port's receive ring; 0: none).
+  uint32_t port_inflight_budget() const { return cfg_.port_inflight_psns; }
   // DCQCN's line rate (EngineConfig::dcqcn.line_gbps) moves to `gbps` (> 0; others are ignored):
   // the port's link came up at, or moved to, another speed. QPs reaching RTR from now on start
   // at it, and DCQCN QPs already there move to it (cc::DcqcnRp::set_line_rate). Owning thread.
@@ -282,6 +303,7 @@ class Engine {
   void fire_timer(TimerNode& n);
   void schedule_req(Qp& qp);
   void schedule_resp(Qp& qp);
+  bool poll_once();
   void run_output();
   // The port's in-flight budget. charge_port brings the QP's share of port_inflight_ up to
   // date (its unacknowledged PSNs; none unless it can send); every way into a QP's requester
@@ -415,6 +437,8 @@ class Engine {
   PacketIo* io_;
   const Clock* clock_;
   uint64_t now_ = 0;
+  bool busy_ = false;         // the last poll found work
+  bool stalled_ = false;      // this poll ends a stall (EngineConfig::stall_ns)
   uint64_t poll_seq_ = 0;     // polls so far (plain ACKs wait for the poll after their own)
   NotifyBatch notify_batch_;  // the CQ events of the poll under way, raised at its end
   Mtu active_mtu_ = Mtu::k1024;

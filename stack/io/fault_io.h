@@ -63,6 +63,7 @@ class FaultIo final : public PacketIo {
   uint16_t alloc(PktBuf* bufs, uint16_t n) override { return inner_->alloc(bufs, n); }
   void free(PktBuf* bufs, uint16_t n) override { inner_->free(bufs, n); }
   uint32_t max_frame_len() const override { return inner_->max_frame_len(); }
+  uint32_t rx_ring_frames() const override { return inner_->rx_ring_frames(); }
   const FaultCounters& counters() const { return ctr_; }
 
  private:

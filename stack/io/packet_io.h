@@ -33,6 +33,10 @@ class PacketIo {
   virtual void free(PktBuf* bufs, uint16_t n) = 0;
   // Largest frame this port carries (Ethernet header to ICRC, no FCS).
   virtual uint32_t max_frame_len() const = 0;
+  // Frames the receive ring holds before the port (or the kernel behind it) drops what arrives
+  // while nobody polls; 0 if unknown or unbounded. The engine keeps what it may have in flight
+  // toward itself within it (EngineConfig::port_inflight_psns).
+  virtual uint32_t rx_ring_frames() const { return 0; }
 };
 
 }  // namespace roce

@@ -50,6 +50,22 @@ inline DeviceConfig veth_device(int i) {
   return c;
 }
 
+// A memif device of a link in this process: i 0 the server (net_memif<net>0), 1 the client
+// (net_memif<net>1), addresses 10.<net>.0.(i+1), `extra` appended to the vdev's arguments.
+inline DeviceConfig memif_device(int i, const std::string& sock, int net = 1,
+                                 const std::string& extra = "") {
+  DeviceConfig c;
+  std::string err;
+  const std::string n = std::to_string(net);
+  c.name = "m" + n + (i ? "B" : "A");
+  c.port = "net_memif" + n + (i ? "1" : "0") + ",role=" + (i ? "client" : "server") +
+           ",socket=" + sock + ",socket-abstract=no" + extra;
+  c.mtu = 4200;
+  apply_setting(c, "ipv4", "10." + n + ".0." + (i ? "2" : "1") + "/24", &err);
+  c.mac = Mac{0x02, 0, 0, 0, static_cast<uint8_t>(net), static_cast<uint8_t>(i + 1)};
+  return c;
+}
+
 struct Side {
   dpdk::Device* d;
   uint32_t pd = 0, key = 0;

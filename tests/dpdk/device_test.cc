@@ -127,18 +127,6 @@ TEST_F(DeviceTest, RdmaOverIpv4AndIpv6WithArpAndNd) {
 
 namespace {
 
-roce::DeviceConfig memif_device(int i, const std::string& sock) {
-  roce::DeviceConfig c;
-  std::string err;
-  c.name = i ? "mB" : "mA";
-  c.port = std::string("net_memif") + (i ? "11" : "10") + ",role=" + (i ? "client" : "server") +
-           ",socket=" + sock + ",socket-abstract=no";
-  c.mtu = 4200;
-  apply_setting(c, "ipv4", i ? "10.10.0.2/24" : "10.10.0.1/24", &err);
-  c.mac = Mac{0x02, 0, 0, 0, 0x0a, static_cast<uint8_t>(i + 1)};
-  return c;
-}
-
 // A memif server's link stays down until a client connects: wait_link_up gives up after its
 // timeout, and succeeds once the client (here in the same process) has connected. The link
 // counts as lost only once it was up and went down: not while the server waits for its first

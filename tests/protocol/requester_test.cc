@@ -272,6 +272,42 @@ TEST(Requester, LocalAckTimeoutRetransmitsFromOldestUnacked) {
   EXPECT_TRUE(h.advance(20'000'000).empty());
 }
 
+// The engine did not run for longer than the local ACK timeout (its thread descheduled on a
+// loaded machine) while the ACK waited in the receive ring behind a full burst of other frames:
+// the timer that expired meanwhile restarts (EngineConfig::stall_ns) instead of costing a retry
+// and a retransmission. A peer that really is silent still times out a period later.
+TEST(Requester, ATimerThatExpiredWhileTheEngineDidNotRunRestarts) {
+  ProtocolHarness::Options o;  // timeout 10: 4.19 ms
+  o.stall_ns = 1'000'000;
+  ProtocolHarness h(o);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 100), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  // 40 frames for a QP that does not exist, then the ACK: the first poll's burst (32) cannot
+  // reach it.
+  for (int i = 0; i < 40; ++i) {
+    auto f = h.peer_frame(op::kRcAck, S0, h.aeth(kAck, 1));
+    f[14 + 20 + 8 + 5] ^= 0x40;  // BTH destination QP: another (an unknown) QP
+    h.port().inject(std::move(f));
+  }
+  h.port().inject(h.peer_frame(op::kRcAck, S0, h.aeth(kAck, 1)));
+  h.clock().advance(10'000'000);
+  EXPECT_TRUE(h.exchange().empty());
+  EXPECT_EQ(h.qp()->counters_.local_ack_timeouts, 0u);
+  EXPECT_EQ(h.qp()->counters_.retransmitted_packets, 0u);
+  EXPECT_EQ(h.engine().counters().stall_restarted_timers, 1u);
+  EXPECT_GE(h.engine().counters().longest_poll_gap_us, 10'000u);
+  ASSERT_EQ(h.completions().size(), 1u);
+  // Nothing answers this one: a stall restarts its timer once, then it times out as ever.
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 2, 0, 100), 0);
+  ASSERT_EQ(h.exchange().size(), 1u);
+  h.clock().advance(10'000'000);
+  EXPECT_TRUE(h.exchange().empty());
+  EXPECT_EQ(h.engine().counters().stall_restarted_timers, 2u);
+  EXPECT_TRUE(h.advance(4'000'000).empty());
+  EXPECT_EQ(h.advance(400'000).size(), 1u);
+  EXPECT_EQ(h.qp()->counters_.local_ack_timeouts, 1u);
+}
+
 TEST(Requester, RetryExhaustionFailsWithRetryExcAndFlushes) {
   ProtocolHarness::Options o;
   o.retry_cnt = 2;
@@ -1220,6 +1256,35 @@ TEST(Requester, ReadLargerThanTheWindowIsAskedForInPieces) {
 
 // A response missing inside a piece: the re-request asks for the rest of that piece, and a piece
 // that ends on a response without the LAST opcode is not taken as complete.
+// The port reports a 64-frame receive ring: the port's requesters together keep at most 32
+// PSNs outstanding (half the ring: the peer's requests share it), READ responses included, so
+// the responses a READ asks for and a stream of WRITEs each stay within it (a 512-frame
+// af_packet ring under 512 PSNs of READs each way overflowed into local ACK timeouts).
+TEST(Requester, ThePortsBudgetKeepsWithinHalfTheReceiveRingItReports) {
+  ProtocolHarness::Options o;
+  o.rx_ring_frames = 64;
+  ProtocolHarness h(o);
+  EXPECT_EQ(h.engine().port_inflight_budget(), 32u);
+  const uint32_t m = h.mtu();
+  ASSERT_EQ(h.post_send(WrOpcode::kRdmaRead, 1, 0, 100 * m, kSendSignaled, 0x10000, 0x55), 0);
+  auto out = h.exchange();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 32 * m);
+  // The piece's responses come back: the next piece is asked for, again at most 32 PSNs.
+  std::vector<uint8_t> data(32 * m, 0x5a);
+  out = h.exchange(read_responses(h, S0, data.data(), 32 * m));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), S0 + 32);
+  EXPECT_EQ(out[0].info.ext<wire::Reth>(wire::Ext::kReth).dma_length.get(), 32 * m);
+
+  ProtocolHarness w(o);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(w.post_send(WrOpcode::kRdmaWrite, i, 0, 20 * m), 0);
+  EXPECT_EQ(w.exchange().size(), 32u);  // 80 packets posted, 32 in flight
+  // Without a ring to go by, the configured budget (512) and the window (256) hold.
+  ProtocolHarness u;
+  EXPECT_EQ(u.engine().port_inflight_budget(), 512u);
+}
+
 TEST(Requester, LostReadResponseReRequestsTheRestOfItsPiece) {
   ProtocolHarness h(window_of(8));
   const uint32_t m = h.mtu();

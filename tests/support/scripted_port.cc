@@ -69,10 +69,12 @@ ProtocolHarness::ProtocolHarness(const Options& o) : opts_(o) {
               Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1}};
   cfg.seed = 99;
   cfg.max_inflight_psns = o.max_inflight_psns;
+  cfg.stall_ns = o.stall_ns;
   if (o.vlan_tci >= 0) {
     cfg.vlan = true;
     cfg.vlan_tci = static_cast<uint16_t>(o.vlan_tci);
   }
+  port_.rx_ring = o.rx_ring_frames;
   engine_ = std::make_unique<Engine>(cfg, &port_, &clock_);
   const Gid peer_gid = o.ipv6 ? Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
                               : Gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 2};

@@ -23,6 +23,8 @@ class ScriptedPort final : public PacketIo {
   uint16_t alloc(PktBuf* bufs, uint16_t n) override;
   void free(PktBuf* bufs, uint16_t n) override;
   uint32_t max_frame_len() const override { return 4352; }
+  uint32_t rx_ring_frames() const override { return rx_ring; }
+  uint32_t rx_ring = 0;  // what rx_ring_frames() reports (read by an engine when it is made)
 
   void inject(std::vector<uint8_t> frame) { rx_.push_back(std::move(frame)); }
   std::vector<std::vector<uint8_t>> take_sent() { return std::move(sent_); }
@@ -90,6 +92,8 @@ class ProtocolHarness {
     bool stop_at_rtr = false;            // connect() leaves the QP in RTR (a responder only)
     bool sq_sig_all = false;             // QpInitAttr::sq_sig_all
     int vlan_tci = -1;                   // >= 0: the engine's EngineConfig::vlan_tci (tagged)
+    uint64_t stall_ns = 0;               // EngineConfig::stall_ns (0: off)
+    uint32_t rx_ring_frames = 0;         // the port's receive ring (PacketIo::rx_ring_frames)
   };
   static constexpr uint8_t kGuardByte = 0xA5;
   explicit ProtocolHarness(const Options& o);
