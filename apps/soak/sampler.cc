@@ -46,6 +46,10 @@ constexpr Column kColumns[] = {
     {"max_wait_ms", nullptr, &Sample::max_wait_ms},
     {"run_max_wait_ms", nullptr, &Sample::run_max_wait_ms},
     {"wait_limit_ms", nullptr, &Sample::wait_limit_ms},
+    {"max_poll_gap_ms", nullptr, &Sample::max_poll_gap_ms},
+    {"run_max_poll_gap_ms", nullptr, &Sample::run_max_poll_gap_ms},
+    {"waits_over_limit", &Sample::waits_over_limit, nullptr},
+    {"cpu_pressure", nullptr, &Sample::cpu_pressure},
 };
 
 uint64_t count_fds() {
@@ -75,6 +79,10 @@ ProcStats read_proc_stats() {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("Threads:", 0) == 0) s.threads = std::strtoull(line.c_str() + 8, nullptr, 10);
+  }
+  std::ifstream psi("/proc/pressure/cpu");
+  if (std::getline(psi, line) && line.rfind("some avg10=", 0) == 0) {
+    s.cpu_pressure = std::strtod(line.c_str() + 11, nullptr);
   }
   return s;
 }
@@ -123,13 +131,15 @@ std::string describe(const Sample& s) {
       buf, sizeof buf,
       "t=%.0fs mbufs %llu (%llu..%llu of %llu) rss %.1f MiB fds %llu threads %llu | "
       "verified %llu ops %.1f MiB | retransmitted %llu timeouts %llu naks %llu/%llu | "
-      "longest wait %.1f ms (run %.1f, limit %.0f)",
+      "longest wait %.1f ms (run %.1f, limit %.0f, %llu over), poll gap %.1f ms, cpu pressure "
+      "%.0f%%",
       s.t_s, (unsigned long long)s.mbufs_in_use, (unsigned long long)s.mbufs_min,
       (unsigned long long)s.mbufs_max, (unsigned long long)s.mbufs_total, s.rss_kib / 1024.0,
       (unsigned long long)s.fds, (unsigned long long)s.threads, (unsigned long long)s.ops_verified,
       s.bytes_verified / 1048576.0, (unsigned long long)s.retransmitted_packets,
       (unsigned long long)s.local_ack_timeouts, (unsigned long long)s.seq_naks_sent,
-      (unsigned long long)s.seq_naks_received, s.max_wait_ms, s.run_max_wait_ms, s.wait_limit_ms);
+      (unsigned long long)s.seq_naks_received, s.max_wait_ms, s.run_max_wait_ms, s.wait_limit_ms,
+      (unsigned long long)s.waits_over_limit, s.max_poll_gap_ms, s.cpu_pressure);
   return buf;
 }
 

@@ -13,9 +13,10 @@ struct ProcStats {
   uint64_t rss_kib = 0;
   uint64_t fds = 0;
   uint64_t threads = 0;
+  double cpu_pressure = 0;  // % of the last 10 s some task waited for a CPU (the machine's load)
 };
-// /proc/self: statm (resident pages), fd/ (its entries), status (Threads:). Zeros where a file
-// cannot be read.
+// /proc/self: statm (resident pages), fd/ (its entries), status (Threads:); /proc/pressure/cpu
+// (PSI, "some avg10="). Zeros where a file cannot be read.
 ProcStats read_proc_stats();
 
 struct Sample {
@@ -34,9 +35,13 @@ struct Sample {
   // The fault injection's drops and the engine's frame counts (stack/core/engine.h).
   uint64_t fault_rx_dropped = 0, fault_tx_dropped = 0, tx_frames = 0, rx_frames = 0;
   uint64_t tx_backpressure = 0, tx_no_buffer = 0;
-  // The longest a QP with work outstanding went without a completion: since the last sample,
-  // over the run, and the limit its timeout and retry count allow.
+  // The longest a QP with work outstanding went without a completion (at least: less the time
+  // the loop did not poll), since the last sample and over the run, and the limit its timeout
+  // and retry count allow; the longest the loop went between two polls (a loaded machine).
   double max_wait_ms = 0, run_max_wait_ms = 0, wait_limit_ms = 0;
+  double max_poll_gap_ms = 0, run_max_poll_gap_ms = 0;
+  uint64_t waits_over_limit = 0;  // over the run
+  double cpu_pressure = 0;
 };
 
 class CsvWriter {

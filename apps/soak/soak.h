@@ -4,10 +4,13 @@
 // "passive" on the other (it checks every byte and immediate that arrives, the WRITEs once the
 // batch's marker has come, the atomics' word against the plan's arithmetic, then posts the next
 // batch's receives and acknowledges the batch with a SEND). The active side checks its READs
-// and the atomics' results. Every completion must succeed. A QP with work outstanding that sees
-// no completion for longer than its retries allow ((retry_cnt + 1) x the local ACK timeout: an
-// engine that saw no progress for that long has failed the QP) fails the run. Samples (mbufs,
-// memory, descriptors, counters) go to a CSV every interval.
+// and the atomics' results. Every completion must succeed. The gaps between a QP's completions
+// are held against (retry_cnt + 1) x the local ACK timeout, the longest a QP may go without
+// progress before the engine fails it: one over it is counted and fails the run at its end (a
+// 1 MiB message that recovers from several losses may take that long, and so may a QP on a
+// machine whose CPUs are all taken, so the run goes on to gather its samples); no completion at
+// all for max(10 s, 4 x that) is a stall and ends the run at once. Samples (mbufs, memory,
+// descriptors, counters, CPU pressure) go to a CSV every interval.
 #pragma once
 
 #include <chrono>
@@ -99,7 +102,11 @@ class Soak {
   void on_passive_recv(uint32_t q, const Cqe& c);
   void end_passive_batch(uint32_t q);
   void progress(uint32_t q);
-  bool check(bool ok, const std::string& what);
+  // ok, or fail(what()): the message is made only for a failure.
+  template <typename What>
+  bool check(bool ok, What&& what) {
+    return ok || fail(what());
+  }
   // soak_run.cc
   bool step(bool may_start);
   void watch(Clock::time_point now);
@@ -134,6 +141,11 @@ class Soak {
   uint64_t bytes_verified_ = 0, batches_ = 0;
   uint64_t wait_limit_ns_ = 0;  // 0: no limit (timeout 0 is infinite)
   uint64_t max_wait_ns_ = 0, run_max_wait_ns_ = 0;
+  uint64_t waits_over_limit_ = 0;  // completions that came later than the limit allows
+  // This loop's polls: when the latest began, the time since the one before, the longest such.
+  Clock::time_point poll_at_;
+  Clock::duration poll_gap_{};
+  Clock::duration max_gap_{}, run_max_gap_{};
   uint64_t mbufs_min_ = UINT64_MAX, mbufs_max_ = 0;
   uint64_t quiet_start_ = 0, quiet_end_ = 0;  // mbufs in use before and after the traffic
   Clock::time_point t0_, next_sample_, next_mbuf_read_;

@@ -2,6 +2,7 @@
 // with the peer, and the summary.
 #include <time.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -18,6 +19,8 @@ namespace {
 // The first completion of a QP also waits for its peer's MAC to resolve (ARP: a solicitation a
 // second, three of them), which the transport's timeout does not bound.
 constexpr auto kFirstWait = std::chrono::seconds(10);
+// No completion for this long (or 4 x the limit, if longer) is a stall: the run ends.
+constexpr auto kStallMin = std::chrono::seconds(10);
 constexpr auto kMbufReadEvery = std::chrono::milliseconds(100);
 // How long the end waits for the peer's last batches and its record.
 constexpr auto kEndWait = std::chrono::seconds(120);
@@ -58,7 +61,7 @@ int Soak::run() {
     fail(err);
   } else {
     t0_ = Clock::now();
-    next_sample_ = t0_;
+    next_sample_ = poll_at_ = t0_;
     const Clock::time_point stop = t0_ + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o_.seconds));
     unsigned idle = 0;
@@ -73,6 +76,12 @@ int Soak::run() {
     }
     if (!failed_ && finish_with_peer()) check_quiet_mbufs();
     sample(Clock::now(), true);
+    check(waits_over_limit_ == 0, [&] {
+      return std::string(std::to_string(waits_over_limit_) +
+                         " completions came later than the limit allows after the "
+                         "one before (the longest " +
+                         std::to_string(run_max_wait_ns_ / 1'000'000) + " ms)");
+    });
   }
   summary();
   teardown();
@@ -83,6 +92,11 @@ int Soak::run() {
 }
 
 bool Soak::step(bool may_start) {
+  const Clock::time_point at = Clock::now();
+  poll_gap_ = at - poll_at_;
+  poll_at_ = at;
+  max_gap_ = std::max(max_gap_, poll_gap_);
+  run_max_gap_ = std::max(run_max_gap_, poll_gap_);
   if (!dev_.runner().threaded()) dev_.runner().poll();
   Cqe cqes[32];
   int n = send_cq_->poll(cqes, 32);
@@ -109,22 +123,25 @@ void Soak::watch(Clock::time_point now) {
     if (in_use < mbufs_min_) mbufs_min_ = in_use;
     if (in_use > mbufs_max_) mbufs_max_ = in_use;
   }
+  const auto stall_after =
+      std::max<Clock::duration>(kStallMin, 4 * std::chrono::nanoseconds(wait_limit_ns_));
   for (uint32_t q = 0; q < o_.qps && !failed_; ++q) {
     const Active& a = active_[q];
     if (!is_active(q) || !a.busy) continue;
     const auto waited = now - a.last;
-    const bool over = a.warm ? wait_limit_ns_ && waited > std::chrono::nanoseconds(wait_limit_ns_)
-                             : waited > kFirstWait;
+    const bool over = a.warm ? wait_limit_ns_ && waited > stall_after : waited > kFirstWait;
     if (!over) continue;
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "QP %u batch %" PRIu64
-                  ": no completion for %.1f ms (limit %.1f ms: %u tries x "
-                  "%.1f ms); %u of %zu ops done, acknowledged: %s%s",
+                  ": stalled: no completion for %.1f ms (the stall watch: %.1f ms; a QP may go "
+                  "%u tries x %.1f ms without progress); %u of %zu ops done, acknowledged: %s%s",
                   q, a.batch, std::chrono::duration<double, std::milli>(waited).count(),
-                  a.warm ? ms(wait_limit_ns_) : 1e3 * kFirstWait.count(), o_.retry + 1u,
-                  ms(local_ack_timeout_ns(o_.timeout)), a.completed, a.plan.ops.size(),
-                  a.acked ? "yes" : "no", oob_.peer_left() ? " (the peer has left)" : "");
+                  a.warm ? std::chrono::duration<double, std::milli>(stall_after).count()
+                         : 1e3 * kFirstWait.count(),
+                  o_.retry + 1u, ms(local_ack_timeout_ns(o_.timeout)), a.completed,
+                  a.plan.ops.size(), a.acked ? "yes" : "no",
+                  oob_.peer_left() ? " (the peer has left)" : "");
     fail(buf);
   }
 }
@@ -175,7 +192,12 @@ void Soak::sample(Clock::time_point now, bool force) {
   s.max_wait_ms = ms(max_wait_ns_);
   s.run_max_wait_ms = ms(run_max_wait_ns_);
   s.wait_limit_ms = ms(wait_limit_ns_);
+  s.waits_over_limit = waits_over_limit_;
+  s.cpu_pressure = ps.cpu_pressure;
+  s.max_poll_gap_ms = std::chrono::duration<double, std::milli>(max_gap_).count();
+  s.run_max_poll_gap_ms = std::chrono::duration<double, std::milli>(run_max_gap_).count();
   max_wait_ns_ = 0;
+  max_gap_ = {};
   csv_.write(s);
   last_ = s;
   std::printf("roce-soak: %s\n", describe(s).c_str());
@@ -190,9 +212,11 @@ void Soak::check_quiet_mbufs() {
     if (!step(false)) nap();
   }
   quiet_end_ = dev_.buffers_in_use();
-  check(quiet_end_ <= quiet_start_ + kQuietSlack,
-        "mbufs in use with the link quiet: " + std::to_string(quiet_start_) + " before the run, " +
-            std::to_string(quiet_end_) + " after it (the pool leaks)");
+  check(quiet_end_ <= quiet_start_ + kQuietSlack, [&] {
+    return std::string("mbufs in use with the link quiet: " + std::to_string(quiet_start_) +
+                       " before the run, " + std::to_string(quiet_end_) +
+                       " after it (the pool leaks)");
+  });
 }
 
 bool Soak::finish_with_peer() {
@@ -241,8 +265,10 @@ void Soak::summary() {
   std::printf("  mbufs in use with the link quiet: %" PRIu64 " before the run, %" PRIu64
               " after it\n",
               quiet_start_, quiet_end_);
-  std::printf("  longest wait for a completion %.1f ms (limit %.1f ms)\n", last_.run_max_wait_ms,
-              ms(wait_limit_ns_));
+  std::printf("  longest wait for a completion %.1f ms (limit %.1f ms), %" PRIu64
+              " over the limit; this loop went up to %.1f ms between two polls\n",
+              last_.run_max_wait_ms, ms(wait_limit_ns_), waits_over_limit_,
+              last_.run_max_poll_gap_ms);
   if (failed_) {
     std::fprintf(stderr, "roce-soak: FAIL: %s\n", error_.c_str());
     if (have_pd_) std::fprintf(stderr, "%s", dev_.counters_text().c_str());

@@ -2,6 +2,7 @@
 // complete; the passive side checks what arrives, then posts the next batch's receives and
 // acknowledges. Every check that fails ends the run with a line naming the QP, the batch, the
 // operation and the first wrong byte.
+#include <algorithm>
 #include <cstring>
 
 #include "apps/soak/soak.h"
@@ -42,8 +43,6 @@ std::string where(uint32_t q, uint64_t batch, size_t i, const PlannedOp& o) {
 
 }  // namespace
 
-bool Soak::check(bool ok, const std::string& what) { return ok || fail(what); }
-
 void Soak::start_batch(uint32_t q) {
   Active& a = active_[q];
   make_plan(o_.plan, q, a.batch, &a.plan);
@@ -52,8 +51,10 @@ void Soak::start_batch(uint32_t q) {
   Sge sges[kMaxOps];
   std::memset(ctrl(q), 0, sizeof(Ack));
   Sge ack_sge{reinterpret_cast<uint64_t>(ctrl(q)), sizeof(Ack), lkey_};
-  if (!check(qps_[q]->post_recv(RecvWr{wr_id(q, a.batch, kAckIdx), &ack_sge, 1}) == 0,
-             "QP " + std::to_string(q) + ": cannot post the acknowledgement's receive")) {
+  if (!check(qps_[q]->post_recv(RecvWr{wr_id(q, a.batch, kAckIdx), &ack_sge, 1}) == 0, [&] {
+        return std::string("QP " + std::to_string(q) +
+                           ": cannot post the acknowledgement's receive");
+      })) {
     return;
   }
   const size_t n = a.plan.ops.size();
@@ -86,8 +87,10 @@ void Soak::start_batch(uint32_t q) {
   }
   uint32_t bad = 0;
   const int rc = qps_[q]->post_send_list(wrs, static_cast<uint32_t>(n), &bad);
-  if (!check(rc == 0,
-             where(q, a.batch, bad, a.plan.ops[bad]) + ": post failed: " + std::strerror(rc))) {
+  if (!check(rc == 0, [&] {
+        return std::string(where(q, a.batch, bad, a.plan.ops[bad]) +
+                           ": post failed: " + std::strerror(rc));
+      })) {
     return;
   }
   a.completed = 0;
@@ -112,7 +115,8 @@ void Soak::prepare_passive(uint32_t q) {
     Sge sge{reinterpret_cast<uint64_t>(at), o.recv_len, lkey_};
     const RecvWr wr{wr_id(q, p.batch, static_cast<uint32_t>(i)), &sge,
                     o.op == Op::kWriteImm ? 0u : 1u};
-    if (!check(qps_[q]->post_recv(wr) == 0, where(q, p.batch, i, o) + ": cannot post a receive")) {
+    if (!check(qps_[q]->post_recv(wr) == 0,
+               [&] { return std::string(where(q, p.batch, i, o) + ": cannot post a receive"); })) {
       return;
     }
   }
@@ -120,15 +124,19 @@ void Soak::prepare_passive(uint32_t q) {
 
 void Soak::progress(uint32_t q) {
   Active& a = active_[q];
-  const Clock::time_point now = Clock::now();
   if (a.warm) {
-    const uint64_t waited = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now - a.last).count());
-    if (waited > max_wait_ns_) max_wait_ns_ = waited;
-    if (waited > run_max_wait_ns_) run_max_wait_ns_ = waited;
+    // The completion came at most poll_gap_ before this poll (the loop did not look meanwhile:
+    // a loaded machine took its CPU), and the last one no later than a.last: so the QP waited at
+    // least this long, which is what the limit is held against.
+    const auto waited = poll_at_ - a.last - std::min(poll_gap_, poll_at_ - a.last);
+    const uint64_t ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+    if (ns > max_wait_ns_) max_wait_ns_ = ns;
+    if (ns > run_max_wait_ns_) run_max_wait_ns_ = ns;
+    if (wait_limit_ns_ && ns > wait_limit_ns_) ++waits_over_limit_;
   }
   a.warm = true;
-  a.last = now;
+  a.last = poll_at_;
   if (a.completed == a.plan.ops.size() && a.acked) {
     a.word = a.word_after;
     ++a.batch;
@@ -139,37 +147,47 @@ void Soak::progress(uint32_t q) {
 
 void Soak::on_send_completion(const Cqe& c) {
   const uint32_t q = wr_qp(c.wr_id);
-  if (!check(q < o_.qps && c.qp_num == qps_[q]->qpn(), "a send completion of no QP of ours")) {
+  if (!check(q < o_.qps && c.qp_num == qps_[q]->qpn(),
+             [&] { return std::string("a send completion of no QP of ours"); })) {
     return;
   }
   if (!is_active(q)) {  // our acknowledgement of a batch
-    check(
-        c.status == WcStatus::kSuccess,
-        "QP " + std::to_string(q) + ": the acknowledgement completed with " + to_string(c.status));
+    check(c.status == WcStatus::kSuccess, [&] {
+      return std::string("QP " + std::to_string(q) + ": the acknowledgement completed with " +
+                         to_string(c.status));
+    });
     return;
   }
   Active& a = active_[q];
   const uint32_t i = wr_idx(c.wr_id);
-  if (!check(a.busy && i == a.completed && i < a.plan.ops.size(),
-             "QP " + std::to_string(q) + ": completion of op " + std::to_string(i) +
-                 " out of order (expected op " + std::to_string(a.completed) + ")")) {
+  if (!check(a.busy && i == a.completed && i < a.plan.ops.size(), [&] {
+        return std::string("QP " + std::to_string(q) + ": completion of op " + std::to_string(i) +
+                           " out of order (expected op " + std::to_string(a.completed) + ")");
+      })) {
     return;
   }
   const PlannedOp& o = a.plan.ops[i];
-  const std::string at = where(q, a.batch, i, o);
-  if (!check(c.status == WcStatus::kSuccess, at + ": completed with " + to_string(c.status)) ||
-      !check(c.opcode == wc_opcode(wr_opcode(o.op)), at + ": wrong completion opcode")) {
+  const auto at = [&] { return where(q, a.batch, i, o); };
+  if (!check(c.status == WcStatus::kSuccess,
+             [&] { return std::string(at() + ": completed with " + to_string(c.status)); }) ||
+      !check(c.opcode == wc_opcode(wr_opcode(o.op)),
+             [&] { return std::string(at() + ": wrong completion opcode"); })) {
     return;
   }
   const uint8_t* local = area(q) + o.offset;
   if (o.op == Op::kRead) {
     const int64_t bad = check_pattern(local, o.size, o.key, o.read_off);
-    if (!check(bad < 0, at + ": byte " + std::to_string(bad) + " read is wrong")) return;
+    if (!check(bad < 0, [&] {
+          return std::string(at() + ": byte " + std::to_string(bad) + " read is wrong");
+        }))
+      return;
   } else if (is_atomic(o.op)) {
     uint64_t got = 0;
     std::memcpy(&got, local, 8);
-    if (!check(got == a.olds[i], at + ": returned " + std::to_string(got) + ", expected " +
-                                     std::to_string(a.olds[i]))) {
+    if (!check(got == a.olds[i], [&] {
+          return std::string(at() + ": returned " + std::to_string(got) + ", expected " +
+                             std::to_string(a.olds[i]));
+        })) {
       return;
     }
   }
@@ -183,7 +201,8 @@ void Soak::on_send_completion(const Cqe& c) {
 
 void Soak::on_recv_completion(const Cqe& c) {
   const uint32_t q = wr_qp(c.wr_id);
-  if (!check(q < o_.qps && c.qp_num == qps_[q]->qpn(), "a receive completion of no QP of ours")) {
+  if (!check(q < o_.qps && c.qp_num == qps_[q]->qpn(),
+             [&] { return std::string("a receive completion of no QP of ours"); })) {
     return;
   }
   if (is_active(q)) {
@@ -197,12 +216,18 @@ void Soak::on_active_recv(uint32_t q, const Cqe& c) {
   Active& a = active_[q];
   Ack ack;
   std::memcpy(&ack, ctrl(q), sizeof ack);
-  const std::string at = "QP " + std::to_string(q) + " batch " + std::to_string(a.batch);
+  const auto at = [&] { return "QP " + std::to_string(q) + " batch " + std::to_string(a.batch); };
   if (!check(c.status == WcStatus::kSuccess,
-             at + ": the acknowledgement's receive completed with " + to_string(c.status)) ||
+             [&] {
+               return std::string(at() + ": the acknowledgement's receive completed with " +
+                                  to_string(c.status));
+             }) ||
       !check(a.busy && !a.acked && wr_idx(c.wr_id) == kAckIdx && c.byte_len == sizeof ack &&
                  ack.magic == kAckMagic && ack.batch == a.batch,
-             at + ": a wrong acknowledgement (batch " + std::to_string(ack.batch) + ")")) {
+             [&] {
+               return std::string(at() + ": a wrong acknowledgement (batch " +
+                                  std::to_string(ack.batch) + ")");
+             })) {
     return;
   }
   a.acked = true;
@@ -212,21 +237,26 @@ void Soak::on_active_recv(uint32_t q, const Cqe& c) {
 void Soak::on_passive_recv(uint32_t q, const Cqe& c) {
   Passive& p = passive_[q];
   while (p.next < p.plan.ops.size() && !takes_recv(p.plan.ops[p.next].op)) ++p.next;
-  if (!check(p.next < p.plan.ops.size(), "QP " + std::to_string(q) + " batch " +
-                                             std::to_string(p.batch) + ": a receive too many")) {
+  if (!check(p.next < p.plan.ops.size(), [&] {
+        return std::string("QP " + std::to_string(q) + " batch " + std::to_string(p.batch) +
+                           ": a receive too many");
+      })) {
     return;
   }
   const uint32_t i = p.next++;
   const PlannedOp& o = p.plan.ops[i];
-  const std::string at = where(q, p.batch, i, o);
+  const auto at = [&] { return where(q, p.batch, i, o); };
   const bool imm = o.op != Op::kSend;
   const WcOpcode want = o.op == Op::kWriteImm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
-  if (!check(c.status == WcStatus::kSuccess, at + ": received with " + to_string(c.status)) ||
-      !check(c.wr_id == wr_id(q, p.batch, i), at + ": completed another receive") ||
+  if (!check(c.status == WcStatus::kSuccess,
+             [&] { return std::string(at() + ": received with " + to_string(c.status)); }) ||
+      !check(c.wr_id == wr_id(q, p.batch, i),
+             [&] { return std::string(at() + ": completed another receive"); }) ||
       !check(c.opcode == want && ((c.wc_flags & kWcWithImm) != 0) == imm &&
                  (!imm || c.imm_data == o.imm),
-             at + ": wrong opcode or immediate") ||
-      !check(c.byte_len == o.size, at + ": byte_len " + std::to_string(c.byte_len))) {
+             [&] { return std::string(at() + ": wrong opcode or immediate"); }) ||
+      !check(c.byte_len == o.size,
+             [&] { return std::string(at() + ": byte_len " + std::to_string(c.byte_len)); })) {
     return;
   }
   const uint8_t* at_mem = area(q) + o.offset;
@@ -236,7 +266,9 @@ void Soak::on_passive_recv(uint32_t q, const Cqe& c) {
     bad = check_pattern(at_mem + o.size, o.recv_len - o.size, o.key, o.size, true);
     if (bad >= 0) bad += o.size;
   }
-  if (!check(bad < 0, at + ": byte " + std::to_string(bad) + " is wrong")) return;
+  if (!check(bad < 0,
+             [&] { return std::string(at() + ": byte " + std::to_string(bad) + " is wrong"); }))
+    return;
   ++ops_verified_[static_cast<int>(o.op)];
   bytes_verified_ += o.size;
   if (i + 1 == p.plan.ops.size()) end_passive_batch(q);
@@ -250,16 +282,20 @@ void Soak::end_passive_batch(uint32_t q) {
     const PlannedOp& o = p.plan.ops[i];
     if (o.op != Op::kWrite) continue;
     const int64_t bad = check_pattern(area(q) + o.offset, o.size, o.key);
-    if (!check(bad < 0, where(q, p.batch, i, o) + ": byte " + std::to_string(bad) + " is wrong")) {
+    if (!check(bad < 0, [&] {
+          return std::string(where(q, p.batch, i, o) + ": byte " + std::to_string(bad) +
+                             " is wrong");
+        })) {
       return;
     }
     ++ops_verified_[static_cast<int>(o.op)];
     bytes_verified_ += o.size;
   }
-  if (!check(*word(q) == p.word_after, "QP " + std::to_string(q) + " batch " +
-                                           std::to_string(p.batch) + ": the atomics left " +
-                                           std::to_string(*word(q)) + ", expected " +
-                                           std::to_string(p.word_after))) {
+  if (!check(*word(q) == p.word_after, [&] {
+        return std::string("QP " + std::to_string(q) + " batch " + std::to_string(p.batch) +
+                           ": the atomics left " + std::to_string(*word(q)) + ", expected " +
+                           std::to_string(p.word_after));
+      })) {
     return;
   }
   const Ack ack{kAckMagic, p.batch};
@@ -274,7 +310,9 @@ void Soak::end_passive_batch(uint32_t q) {
   w.num_sge = 1;
   w.opcode = WrOpcode::kSend;
   w.send_flags = kSendSignaled;
-  check(qps_[q]->post_send(w) == 0, "QP " + std::to_string(q) + ": cannot post an acknowledgement");
+  check(qps_[q]->post_send(w) == 0, [&] {
+    return std::string("QP " + std::to_string(q) + ": cannot post an acknowledgement");
+  });
 }
 
 }  // namespace roce::soak
