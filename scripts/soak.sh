@@ -125,7 +125,8 @@ fails=0
     rc=$src
     [[ $side == client ]] && rc=$crc
     echo "== $side (exit $rc)"
-    sed -n '/ batches posted and acknowledged/,$p' "$out/$side.log"
+    sed -n '/ batches posted and acknowledged/,/longest wait for a completion/p' "$out/$side.log"
+    grep -E '^roce-soak: (PASS|FAIL)|imissed|bursts skipped' "$out/$side.log" || true
     if [[ $rc -ne 0 ]] || ! grep -q '^roce-soak: PASS' "$out/$side.log"; then
       echo "FAIL: the $side exited $rc"
       grep -E '^roce-soak: FAIL' "$out/$side.log" || tail -n 5 "$out/$side.log"
