@@ -8,8 +8,6 @@
 // Exit status: 0 success, 1 runtime failure (peer unreachable, completion error, verification
 // failure), 2 bad flags or values. See apps/perf/ for the parts. `--transport verbs` runs the
 // same test through <infiniband/verbs.h> and our libibverbs (roce-perf-verbs, verbs_main.cc).
-#include <sched.h>
-
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -17,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/eal_lcores.h"
 #include "apps/perf/native_transport.h"
 #include "apps/perf/oob.h"
 #include "apps/perf/options.h"
@@ -84,24 +83,7 @@ int device_config(const PerfOptions& o, DeviceConfig* out) {
   }
   if (o.inline_engine) cfg->inline_mode = true;
   if (!validate(*cfg, &err)) return usage_error(err);
-  // EAL pins the thread that starts it to its main lcore's CPU (CPU 0 by default), and the
-  // engine thread started afterwards inherits that: two instances on one machine would share
-  // CPU 0. One lcore that may run on every CPU we may run on keeps the scheduler in charge
-  // (`cpu = N` still pins the engine thread).
-  bool has_lcores = false;
-  for (const std::string& a : cfg->eal_args) {
-    if (a.rfind("--lcores", 0) == 0 || a == "-l" || a == "-c" || a.rfind("-l", 0) == 0) {
-      has_lcores = true;
-    }
-  }
-  cpu_set_t set;
-  if (!has_lcores && sched_getaffinity(0, sizeof set, &set) == 0) {
-    std::string cpus;
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
-    }
-    if (!cpus.empty()) cfg->eal_args.push_back("--lcores=0@(" + cpus + ")");
-  }
+  apps::add_default_lcores(cfg);
   *out = *cfg;
   return -1;
 }

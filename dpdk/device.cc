@@ -167,6 +167,8 @@ Device::~Device() {
 
 uint32_t Device::max_frame_len() const { return port_->max_frame_len(); }
 
+uint32_t Device::buffers_in_use() const { return port_->buffers_in_use(); }
+
 uint32_t Device::link_speed_mbps() const { return port_->link_speed_mbps(); }
 
 bool Device::link_up() const {
@@ -312,6 +314,9 @@ std::string Device::counters_text() {
                     (unsigned long long)es.rx_nombuf);
       s += buf;
     }
+    std::snprintf(buf, sizeof buf, "  mbufs in use %u of %u\n", port_->buffers_in_use(),
+                  cfg_.buffers);
+    s += buf;
     if (port_->burst_gated()) {
       const burst_gate::Stats g = burst_gate::stats();
       std::snprintf(buf, sizeof buf,

@@ -61,6 +61,14 @@ class Device {
   bool wait_link_up(std::chrono::milliseconds timeout);
   // Per-port and per-QP counters, neighbour and driver statistics, as text.
   std::string counters_text();
+  // The port's mbuf pool: buffers out of it (held by the engine, the driver's rings or a memif
+  // peer) and its size. Any thread (rte_mempool_in_use_count: a snapshot, per-lcore caches
+  // counted as free): what a long run watches for leaks.
+  uint32_t buffers_in_use() const;
+  uint32_t buffers_total() const { return cfg_.buffers; }
+  // The fault injection's counts (zero without `drop` or `ce`). Read from another thread they
+  // may be a little stale.
+  FaultCounters fault_counters() const { return faults_ ? faults_->counters() : FaultCounters{}; }
   // Writes counters_text() to the file of the configuration's key `counters` and closes it, once:
   // the destructor calls it, and so does the verbs shim when a program exits with the device
   // still open. Nothing without the key.

@@ -207,6 +207,12 @@ bool OobChannel::peer_left() const {
   return ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;  // end of stream, nothing pending
 }
 
+bool OobChannel::readable() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 bool OobChannel::accept_one(int port, double timeout_s, std::string* err) {
   timeout_s_ = timeout_s;
   const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

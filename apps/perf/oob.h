@@ -90,6 +90,8 @@ class OobChannel : public PeerState {
   // The peer closed the connection (a peer that stops on an error closes it; perftest keeps it
   // open until both sides are done): no wait, nothing read.
   bool peer_left() const override;
+  // Whether a read would find something (data, or the end of the stream) now: no wait.
+  bool readable() const;
   void set_timeout(double s) { timeout_s_ = s; }
   // While waiting, call fn(ctx) between non-blocking polls instead of sleeping: an engine that
   // runs inline must keep running (answering ARP, receiving the peer's RDMA) while this side

@@ -7,15 +7,11 @@
 #include <cstring>
 
 #include "apps/perf/options.h"
+#include "stack/util/rng.h"
 
 namespace roce::perf {
 
-inline uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+inline uint64_t splitmix(uint64_t x) { return mix64(x); }
 
 struct Pattern {
   uint64_t salt;

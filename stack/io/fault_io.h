@@ -37,6 +37,8 @@ class FaultIo final : public PacketIo {
     return keep;
   }
   // A dropped frame counts as sent: the engine hands it over and forgets it, as a NIC would.
+  // Each frame gets one decision, in order; the kept frames between two drops go to the port in
+  // one burst.
   uint16_t tx_burst(PktBuf* bufs, uint16_t n) override {
     if (tx_ce_ > 0) {
       for (uint16_t k = 0; k < n; ++k) {
@@ -45,15 +47,18 @@ class FaultIo final : public PacketIo {
     }
     uint16_t i = 0;
     while (i < n) {
-      if (rng_.chance(tx_drop_)) {
+      if (take_drop()) {
         ++ctr_.tx_dropped;
         inner_->free(&bufs[i], 1);
         ++i;
         continue;
       }
-      // Send the run of kept frames up to the next drop decision point.
+      // Send the run of kept frames up to the next one to drop.
       uint16_t j = i + 1;
-      while (j < n && !(tx_drop_ > 0 && peek_drop())) ++j;
+      while (j < n && !peek_drop()) {
+        peeked_ = false;  // frame j is kept: its decision is spent
+        ++j;
+      }
       const uint16_t k = inner_->tx_burst(bufs + i, static_cast<uint16_t>(j - i));
       i = static_cast<uint16_t>(i + k);
       if (i < j) return i;  // the port is full: the rest stays with the caller
@@ -67,13 +72,19 @@ class FaultIo final : public PacketIo {
   const FaultCounters& counters() const { return ctr_; }
 
  private:
-  // Decides (and remembers) whether the next frame is dropped, so runs can be sent in bulk.
+  // Decides (and remembers, until take_drop spends it) whether the next frame is dropped, so
+  // runs of kept frames can be sent in bulk.
   bool peek_drop() {
     if (!peeked_) {
       next_drop_ = rng_.chance(tx_drop_);
       peeked_ = true;
     }
     return next_drop_;
+  }
+  bool take_drop() {
+    const bool drop = peek_drop();
+    peeked_ = false;
+    return drop;
   }
   PacketIo* inner_;
   double rx_drop_;

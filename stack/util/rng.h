@@ -6,6 +6,14 @@
 
 namespace roce {
 
+// splitmix64's finalizer: a bijection of 64-bit values with good avalanche (a hash of counters).
+inline uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 class Rng {
  public:
   explicit Rng(uint64_t seed = 1) { reseed(seed); }
@@ -35,10 +43,9 @@ class Rng {
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   static uint64_t splitmix(uint64_t& x) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const uint64_t z = mix64(x);
+    x += 0x9E3779B97F4A7C15ull;
+    return z;
   }
   uint64_t s_[4];
 };

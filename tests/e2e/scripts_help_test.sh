@@ -7,7 +7,7 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 fails=0
 # test.sh took no arguments at all: --help started the whole run (packages, builds, tests).
-for s in test.sh demo.sh testbed.sh bench-datapath.sh bench-shim.sh coll-run.sh coll-baselines.sh mpi-netns-agent.sh ovs-switch.sh with-dev-infiniband.sh bench-middleware.sh; do
+for s in test.sh demo.sh testbed.sh bench-datapath.sh bench-shim.sh coll-run.sh coll-baselines.sh mpi-netns-agent.sh ovs-switch.sh with-dev-infiniband.sh bench-middleware.sh soak.sh soak-plot.sh; do
   out=$(timeout 20 "$REPO/scripts/$s" --help 2>&1)
   rc=$?
   if [[ $rc -ne 0 || $out != *"scripts/$s"* || $out == *"set -euo pipefail"* ]]; then
