@@ -76,21 +76,28 @@ void Engine::raise_event(AsyncEventType t, uint32_t id) {
 // ---------------------------------------------------------------------------------------------
 // The loop.
 
-bool Engine::poll() {
-  const uint64_t before = now_;
-  now_ = clock_->now_ns();
-  const uint64_t gap = now_ - before;
-  stalled_ = cfg_.stall_ns != 0 && gap >= cfg_.stall_ns && poll_seq_ != 0;
-  if (stalled_) [[unlikely]]
+// A gap between two polls: a stall (EngineConfig::stall_ns: timers that expired in it restart,
+// completer.cc) or the longest seen while the engine had work or timers (a counter).
+void Engine::note_poll_gap(uint64_t gap) {
+  if (cfg_.stall_ns != 0 && gap >= cfg_.stall_ns && poll_seq_ != 0) {
+    stalled_ = true;
     ++ctr_.stalls;
-  if ((busy_ || timers_.armed()) && gap > ctr_.longest_poll_gap_us * 1000) [[unlikely]] {
+  }
+  if ((busy_ || timers_.armed()) && gap > longest_gap_ns_) {
+    longest_gap_ns_ = gap;
     ctr_.longest_poll_gap_us = gap / 1000;
   }
-  busy_ = poll_once();
-  return busy_;
+  gap_watch_ns_ = longest_gap_ns_;
+  if (cfg_.stall_ns != 0) gap_watch_ns_ = std::min(gap_watch_ns_, cfg_.stall_ns - 1);
 }
 
-bool Engine::poll_once() {
+bool Engine::poll() {
+  const uint64_t gap = clock_->now_ns() - now_;
+  now_ += gap;
+  stalled_ = false;
+  // One comparison a poll: a gap that may be a stall or a new longest is looked at out of line.
+  if (gap > gap_watch_ns_) [[unlikely]]
+    note_poll_gap(gap);
   ++poll_seq_;
   bool work = false;
   notify_batch_.open = true;
@@ -149,6 +156,7 @@ bool Engine::poll_once() {
   }
   // Wake the applications only now, with this poll's ACKs on the wire (NotifyBatch).
   notify_batch_.fire();
+  busy_ = work;
   return work;
 }
 

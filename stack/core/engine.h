@@ -303,7 +303,7 @@ class Engine {
   void fire_timer(TimerNode& n);
   void schedule_req(Qp& qp);
   void schedule_resp(Qp& qp);
-  bool poll_once();
+  void note_poll_gap(uint64_t gap);
   void run_output();
   // The port's in-flight budget. charge_port brings the QP's share of port_inflight_ up to
   // date (its unacknowledged PSNs; none unless it can send); every way into a QP's requester
@@ -437,10 +437,12 @@ class Engine {
   PacketIo* io_;
   const Clock* clock_;
   uint64_t now_ = 0;
-  bool busy_ = false;         // the last poll found work
-  bool stalled_ = false;      // this poll ends a stall (EngineConfig::stall_ns)
-  uint64_t poll_seq_ = 0;     // polls so far (plain ACKs wait for the poll after their own)
-  NotifyBatch notify_batch_;  // the CQ events of the poll under way, raised at its end
+  bool busy_ = false;            // the last poll found work
+  bool stalled_ = false;         // this poll ends a stall (EngineConfig::stall_ns)
+  uint64_t gap_watch_ns_ = 0;    // a longer gap between polls goes to note_poll_gap
+  uint64_t longest_gap_ns_ = 0;  // EngineCounters::longest_poll_gap_us, in ns
+  uint64_t poll_seq_ = 0;        // polls so far (plain ACKs wait for the poll after their own)
+  NotifyBatch notify_batch_;     // the CQ events of the poll under way, raised at its end
   Mtu active_mtu_ = Mtu::k1024;
   uint16_t rx_vid_ = 0;  // the VID received frames may carry besides 0 (EngineConfig::vlan)
   EngineCounters ctr_{};

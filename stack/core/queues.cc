@@ -97,8 +97,7 @@ void CompletionQueue::push_commit(bool solicited) {
   }
 }
 
-void NotifyBatch::fire() {
-  open = false;
+void NotifyBatch::deliver() {
   while (CompletionQueue* cq = head) {
     head = cq->next_held_;
     cq->held_ = false;

@@ -109,7 +109,13 @@ struct NotifyBatch {
   CompletionQueue* head = nullptr;
   CompletionQueue* tail = nullptr;
   bool empty() const { return head == nullptr; }
-  void fire();  // delivers the held notifications, oldest first; closes the batch
+  // Delivers the held notifications, oldest first; closes the batch.
+  void fire() {
+    open = false;
+    if (head) [[unlikely]]
+      deliver();
+  }
+  void deliver();
 };
 
 class CompletionQueue {
