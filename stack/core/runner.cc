@@ -112,9 +112,11 @@ void EngineRunner::loop() {
   while (!stop_.load(std::memory_order_relaxed)) {
     if (pending_.load(std::memory_order_acquire)) run_commands();
     bool work;
+    bool awaiting;
     {
       std::lock_guard<SpinLock> lock(engine_mu_);
       work = engine_.poll();
+      awaiting = engine_.port_inflight() != 0;
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
     if (pacer_.maybe_starved() && pacer_.starved_or_not(work, SteadyClock().now_ns())) {
@@ -144,7 +146,7 @@ void EngineRunner::loop() {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
       const bool woken = sleep_on(seen, backoff.sleep_ns());
       if (woken) wakeups_.fetch_add(1, std::memory_order_relaxed);
-      backoff.slept(woken);
+      backoff.slept(woken, awaiting);
     }
     db.sleeping.store(false, std::memory_order_relaxed);
   }
@@ -191,9 +193,12 @@ void EngineRunner::idle_yield() {
   pacer_.record(t1 - t0, assisted_ago);
 }
 
-bool EngineRunner::try_poll() {
+bool EngineRunner::try_poll(bool* awaiting) {
   std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-  return lock.owns_lock() && engine_.poll();
+  if (!lock.owns_lock()) return false;
+  const bool work = engine_.poll();
+  if (awaiting) *awaiting = engine_.port_inflight() != 0;
+  return work;
 }
 
 bool EngineRunner::poll() {
@@ -226,13 +231,14 @@ void EngineRunner::standby(uint64_t for_ns) {
   IdleBackoff& b = standby_backoff_;
   const SteadyClock clock;
   const uint64_t end = clock.now_ns() + for_ns;
+  bool awaiting = false;  // as of the driver's last poll
   for (uint64_t now = clock.now_ns(); now < end; now = clock.now_ns()) {
     if (kicked_.exchange(false, std::memory_order_acquire)) b.busy();
     // An application thread that polled since the last look drives the engine itself: no poll
     // (it would take packets between the application's polls and its answers), no spinning.
     const bool attended = app_polled_.exchange(false, std::memory_order_relaxed);
     if (!attended) {
-      const bool work = try_poll();
+      const bool work = try_poll(&awaiting);
       standby_polls_.fetch_add(1, std::memory_order_relaxed);
       if (work) {
         standby_busy_polls_.fetch_add(1, std::memory_order_relaxed);
@@ -256,7 +262,7 @@ void EngineRunner::standby(uint64_t for_ns) {
       standby_sleeps_.fetch_add(1, std::memory_order_relaxed);
       const bool woken = sleep_on(seen, std::min(b.sleep_ns(), end - now));
       if (woken) standby_wakeups_.fetch_add(1, std::memory_order_relaxed);
-      b.slept(woken);
+      b.slept(woken, awaiting);
     }
     db.sleeping.store(false, std::memory_order_relaxed);
     standby_sleeping_.store(false, std::memory_order_relaxed);

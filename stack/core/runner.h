@@ -38,17 +38,24 @@ struct IdlePolicy {
   uint32_t spin_polls = 4096;       // idle polls before the first sleep
   uint64_t min_sleep_ns = 10'000;   // first sleep
   uint64_t max_sleep_ns = 200'000;  // sleeps double up to this
+  // While the engine awaits a peer's answer (unacknowledged RC packets, READ responses: its
+  // port_inflight()), this many sleeps after the last work stay at min_sleep_ns: the answer,
+  // which cannot wake the thread, is likely due (a peer's reply to a ping-pong, its ACKs) and
+  // waits less. About 4 ms at the defaults, then the sleeps double as when idle, so a peer
+  // that never answers costs no core.
+  uint32_t awaiting_sleeps = 200;
 };
 
 // The idle back-off of a thread that drives an engine (the engine thread, an inline engine's
 // standby driver): after a poll that found work, spin_polls idle polls, then sleeps of
-// min_sleep_ns doubling up to max_sleep_ns; work, or a sleep cut short by a wake-up, starts it
-// afresh.
+// min_sleep_ns doubling up to max_sleep_ns (the first awaiting_sleeps of them kept short while
+// the engine awaits an answer); work, or a sleep cut short by a wake-up, starts it afresh.
 class IdleBackoff {
  public:
   explicit IdleBackoff(const IdlePolicy& p) : p_(p), sleep_ns_(p.min_sleep_ns) {}
   void busy() {
     idle_polls_ = 0;
+    short_sleeps_ = 0;
     sleep_ns_ = p_.min_sleep_ns;
   }
   // After an idle poll: true while the spin phase lasts (poll again), false when it is time to
@@ -59,13 +66,22 @@ class IdleBackoff {
   }
   uint32_t idle_polls() const { return idle_polls_; }
   uint64_t sleep_ns() const { return sleep_ns_; }
-  void slept(bool woken) {
-    sleep_ns_ = woken ? p_.min_sleep_ns : std::min(sleep_ns_ * 2, p_.max_sleep_ns);
+  // After a sleep; `awaiting`: the engine awaits a peer's answer.
+  void slept(bool woken, bool awaiting = false) {
+    if (woken) {
+      sleep_ns_ = p_.min_sleep_ns;
+    } else if (awaiting && short_sleeps_ < p_.awaiting_sleeps) {
+      ++short_sleeps_;
+      sleep_ns_ = p_.min_sleep_ns;
+    } else {
+      sleep_ns_ = std::min(sleep_ns_ * 2, p_.max_sleep_ns);
+    }
   }
 
  private:
   IdlePolicy p_;
   uint32_t idle_polls_ = 0;
+  uint32_t short_sleeps_ = 0;
   uint64_t sleep_ns_;
 };
 
@@ -198,7 +214,9 @@ class EngineRunner {
   void idle_yield();
   // Sleeps on futex_word_ for up to ns, unless it moved since `seen`; true if woken early.
   bool sleep_on(uint32_t seen, uint64_t ns);
-  bool try_poll();  // one poll under the engine lock, unless another thread holds it
+  // One poll under the engine lock, unless another thread holds it; *awaiting: whether the
+  // engine then awaits a peer's answer (IdlePolicy::awaiting_sleeps).
+  bool try_poll(bool* awaiting = nullptr);
   void submit(std::function<void()> fn);
   void loop();
   void run_commands();

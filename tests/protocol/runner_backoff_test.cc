@@ -1,7 +1,9 @@
-// Inline mode's standby driver (EngineRunner::standby, kick_standby, nap): the verbs shim's event
-// pump runs it while a CQ is armed on a completion channel, standing in for the engine thread
-// while the application may be blocked on the channel. Against one engine and a scripted port;
-// the sleeps here last 30 s, so a wake-up that did not come shows as a count, not a slow test.
+// How the threads that drive an engine back off: the engine thread's sleeps while the engine
+// awaits a peer's answer (IdlePolicy::awaiting_sleeps), and inline mode's standby driver
+// (EngineRunner::standby, kick_standby, nap), which the verbs shim's event pump runs while a CQ
+// is armed on a completion channel, standing in for the engine thread while the application may
+// be blocked on the channel. Against one engine and a scripted port whose clock stands still (no
+// timer fires); what is checked is counted (sleeps, wake-ups, polls), not timed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -34,6 +36,51 @@ bool eventually(const std::function<bool()>& cond) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// Threaded mode: received packets cannot wake a sleeping engine thread. While a SEND awaits its
+// ACK the thread's sleeps stay at the shortest, awaiting_sleeps of them, and double again after:
+// 1 ms sleeps over 150 ms, against 1, 2, 4, ... 128 ms (8 sleeps) with nothing awaited.
+TEST(EngineRunnerBackoff, SleepsStayShortWhileAPacketAwaitsItsAck) {
+  for (const bool awaiting : {false, true}) {
+    ProtocolHarness h;
+    IdlePolicy idle;
+    idle.spin_polls = 1;
+    idle.min_sleep_ns = 1'000'000;
+    idle.max_sleep_ns = 1'000'000'000;
+    idle.awaiting_sleeps = 1'000;
+    EngineRunner runner(h.engine(), /*threaded=*/true, idle);
+    if (awaiting) {
+      ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 64), 0);
+    }
+    runner.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    const uint64_t sleeps = runner.stats().sleeps;
+    runner.stop();
+    if (awaiting) {
+      EXPECT_GE(sleeps, 30u) << "the engine thread's sleeps grew while a SEND awaited its ACK";
+      EXPECT_EQ(h.port().take_sent().size(), 1u);
+    } else {
+      EXPECT_LE(sleeps, 10u) << "an idle engine thread's sleeps did not grow";
+    }
+  }
+}
+
+// ... and only awaiting_sleeps of them: a peer that never answers costs no core.
+TEST(EngineRunnerBackoff, ShortSleepsWhileAwaitingAreBounded) {
+  ProtocolHarness h;
+  IdlePolicy idle;
+  idle.spin_polls = 1;
+  idle.min_sleep_ns = 1'000'000;
+  idle.max_sleep_ns = 1'000'000'000;
+  idle.awaiting_sleeps = 5;
+  EngineRunner runner(h.engine(), /*threaded=*/true, idle);
+  ASSERT_EQ(h.post_send(WrOpcode::kSend, 1, 0, 64), 0);
+  runner.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const uint64_t sleeps = runner.stats().sleeps;
+  runner.stop();
+  EXPECT_LE(sleeps, 5u + 10u);  // 5 short ones, then 1, 2, 4, ... ms
 }
 
 // A post rings a doorbell; while the standby driver sleeps with no application thread polling,
