@@ -7,8 +7,9 @@
 //   are no work: such an engine backs off too, and its timers still fire on each wake-up. While a
 //   thread that never yields shares its core (YieldPacer), it sleeps instead of spinning. Received
 //   packets cannot wake it: the sleep bound is the extra latency an idle engine adds to the first
-//   packet, unless an application thread that waits for a completion polls the engine itself
-//   meanwhile (assist()).
+//   packet (the shortest sleep while a peer's answer is due: IdlePolicy::awaiting_sleeps), unless
+//   an application thread that waits for a completion polls the engine itself meanwhile
+//   (assist()).
 // - inline: the application's threads drive it by calling poll() (run-to-completion, for
 //   latency), one at a time under a try-lock. While the application may be blocked waiting for
 //   a completion event instead of polling, a helper thread stands in for the engine thread
