@@ -292,7 +292,8 @@ std::string Device::counters_text() {
       s += line;
     }
     s += format_engine_counters(*engine_);
-    if (runner_->threaded()) s += format_runner_counters(runner_->stats());
+    const RunnerStats rs = runner_->stats();
+    s += runner_->threaded() ? format_runner_counters(rs) : format_standby_counters(rs);
     const PortCounters pc = port_->counters();
     char buf[512];
     std::snprintf(buf, sizeof buf,

@@ -257,15 +257,18 @@ int op_poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   cq->poll_lock.lock();
   const int total = take_or_drive(
       cq, [&] { return cq->q->poll_each(num_entries, [&wc](const Cqe& c) { to_wc(c, wc++); }); });
-  // An application spinning on an empty CQ shares its CPU with the engine thread that would
-  // fill it when the machine has fewer cores than busy threads (two processes on two cores:
-  // milliseconds per completion). Every kYieldAfter empty polls it lets the scheduler run
-  // something else; with a core to spare, sched_yield returns at once.
+  // An application spinning on an empty CQ shares its CPU with the thread that would fill it
+  // when the machine has fewer cores than busy threads (two processes on two cores:
+  // milliseconds per completion): in threaded mode the engine thread, in either mode the peer
+  // process that answers (MPI ranks, ping-pongs on one machine). Every kYieldAfter empty polls
+  // it lets the scheduler run something else; with a core to spare, sched_yield returns at
+  // once. In threaded mode it first polls the engine itself if the engine thread is not polling
+  // right now (assist); in inline mode each empty poll above did.
   constexpr uint32_t kYieldAfter = 64;
-  const bool yield = total == 0 && !cq->inline_mode && ++cq->empty_polls >= kYieldAfter;
+  const bool yield = total == 0 && ++cq->empty_polls >= kYieldAfter;
   if (total || yield) cq->empty_polls = 0;
   cq->poll_lock.unlock();
-  if (yield && !cq->runner->assist()) sched_yield();
+  if (yield && (cq->inline_mode || !cq->runner->assist())) sched_yield();
   return total;
 }
 
@@ -273,6 +276,9 @@ int op_req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   ShimCq* cq = to_cq(ibcq);
   if (forked_child()) return refuse_in_forked_child();
   cq->q->arm(solicited_only != 0);  // fenced: a later poll or the engine's push sees it
+  // Inline mode: the application may now wait on the channel instead of polling; the event
+  // pump drives the engine meanwhile (EventPump), starting now.
+  if (cq->inline_mode && cq->channel) cq->runner->kick_standby();
   return 0;
 }
 
@@ -291,14 +297,21 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     return -1;
   }
   ShimCq* c = nullptr;
+  ShimContext* ctx = to_channel(channel)->ctx;
   // Blocks unless the application set O_NONBLOCK (then EAGAIN). The delivery is counted while
   // the channel is locked: ibv_destroy_cq purges the channel first, so it either removed this
-  // event or waits for its acknowledgement.
-  const int rc = to_channel(channel)->events.take(&c, [](ShimCq* taken) {
-    pthread_mutex_lock(&taken->cq.mutex);
-    ++taken->comp_events_delivered;
-    pthread_mutex_unlock(&taken->cq.mutex);
-  });
+  // event or waits for its acknowledgement. In inline mode nothing polls the engine while this
+  // thread waits but the event pump: it is told (a sleeping pump polls at once).
+  const int rc = to_channel(channel)->events.take(
+      &c,
+      [](ShimCq* taken) {
+        pthread_mutex_lock(&taken->cq.mutex);
+        ++taken->comp_events_delivered;
+        pthread_mutex_unlock(&taken->cq.mutex);
+      },
+      [ctx] {
+        if (ctx->inline_mode) ctx->runner->kick_standby();
+      });
   if (rc) {
     errno = rc;
     return -1;

@@ -56,9 +56,10 @@ class EventFile {
     if (q_.size() == 1) fd_.raise();
   }
   // Takes the oldest event into *out, waiting for one unless the descriptor is O_NONBLOCK;
-  // on_take(*out) runs under the queue's lock. 0, or an errno (EAGAIN, EINTR).
-  template <typename OnTake>
-  int take(T* out, OnTake&& on_take) {
+  // on_take(*out) runs under the queue's lock, on_wait() before each wait. 0, or an errno
+  // (EAGAIN, EINTR).
+  template <typename OnTake, typename OnWait>
+  int take(T* out, OnTake&& on_take, OnWait&& on_wait) {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -71,8 +72,13 @@ class EventFile {
         }
       }
       // Another reader may take the event this wait saw: then wait again.
+      on_wait();
       if (int rc = fd_.wait()) return rc;
     }
+  }
+  template <typename OnTake>
+  int take(T* out, OnTake&& on_take) {
+    return take(out, on_take, [] {});
   }
   // Drops the queued events that match (their object is being destroyed).
   template <typename Match>

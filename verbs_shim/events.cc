@@ -21,24 +21,44 @@ EventPump::EventPump(ShimDevice* dev, Engine* engine, EngineRunner* runner, bool
 EventPump::~EventPump() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_.notify_all();
+  runner_->kick_standby();  // inline mode: out of nap()
   thread_.join();
 }
 
 void EventPump::loop() {
   pthread_setname_np(pthread_self(), "roce-verbs-evt");
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    // Inline mode: only while no application thread polls (one that does is not preempted).
-    if (inline_) runner_->poll_if_unattended(256);
+  constexpr uint64_t kInlineTickNs = 1'000'000;
+  while (!stop_.load()) {
+    // Inline mode: while a CQ is armed on a channel, an application thread may be blocked on
+    // it, polling nothing: the pump stands in for the engine thread. Otherwise one round of
+    // polls a tick, only while no application thread polls (one that does is not preempted).
+    const bool standby = inline_ && cq_armed_on_channel();
+    if (standby) {
+      runner_->standby(kInlineTickNs);
+    } else if (inline_) {
+      runner_->poll_if_unattended(256);
+    }
     dispatch();
     watch_link();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(inline_ ? 1 : 2));
+    if (standby) continue;
+    if (inline_) {
+      runner_->nap(kInlineTickNs);  // a CQ armed meanwhile cuts it short (kick_standby)
+    } else {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(2), [this] { return stop_.load(); });
+    }
   }
+}
+
+bool EventPump::cq_armed_on_channel() {
+  std::lock_guard<std::mutex> lock(dev_->reg_mu);
+  for (const auto& [cqn, cq] : dev_->cqs) {
+    if (cq->channel && cq->q->armed()) return true;
+  }
+  return false;
 }
 
 void EventPump::dispatch() {

@@ -75,6 +75,16 @@ std::string format_runner_counters(const RunnerStats& s) {
   return out;
 }
 
+std::string format_standby_counters(const RunnerStats& s) {
+  if (!s.standby_polls && !s.standby_sleeps) return {};
+  std::string out = "standby driver (inline mode, a CQ armed on a channel):\n";
+  add(out, "polls", s.standby_polls);
+  add(out, "polls that found work", s.standby_busy_polls);
+  add(out, "sleeps", s.standby_sleeps);
+  add(out, "sleeps ended by a doorbell or an arm", s.standby_wakeups);
+  return out;
+}
+
 namespace {
 
 void add_qp_lines(std::string& out, const QpCounters& c) {

@@ -15,5 +15,8 @@ std::string format_destroyed_qp_counters(const Engine& e);
 // The engine thread's idle behaviour (threaded mode): how often it found work, yielded its core
 // (and got it back only late, with work waiting: a thread sharing the core starved it), slept.
 std::string format_runner_counters(const RunnerStats& s);
+// Inline mode: what the standby driver did (EngineRunner::standby, run by the verbs shim's event
+// pump while a CQ is armed on a completion channel); empty if it never ran.
+std::string format_standby_counters(const RunnerStats& s);
 
 }  // namespace roce

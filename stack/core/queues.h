@@ -154,6 +154,8 @@ class CompletionQueue {
   // Engine side: notifications raised while `batch` is open join it (NotifyBatch).
   void set_notify_batch(NotifyBatch* batch) { batch_ = batch; }
   bool overflowed() const { return overflow_.load(std::memory_order_acquire); }
+  // Any thread: armed, its notification not yet raised.
+  bool armed() const { return armed_.load(std::memory_order_acquire) != kDisarmed; }
   // Application side: whether a poll would return a completion (nothing is taken).
   bool ready() const { return ring_.prod_acquire() != ring_.cons_local(); }
 

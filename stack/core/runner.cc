@@ -21,7 +21,18 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 }  // namespace
 
 EngineRunner::EngineRunner(Engine& engine, bool threaded, const IdlePolicy& idle)
-    : engine_(engine), threaded_(threaded), idle_(idle), pacer_(idle.spin_polls / 2) {}
+    : engine_(engine),
+      threaded_(threaded),
+      idle_(idle),
+      pacer_(idle.spin_polls / 2),
+      standby_backoff_(idle) {
+  if (!threaded_) {
+    // The standby driver's sleeps take doorbells (standby()); nothing else sets `sleeping`.
+    DoorbellSet& db = engine_.doorbells();
+    db.waker = &EngineRunner::wake;
+    db.waker_ctx = this;
+  }
+}
 
 EngineRunner::~EngineRunner() { stop(); }
 
@@ -97,14 +108,15 @@ void EngineRunner::run_commands() {
 
 void EngineRunner::loop() {
   DoorbellSet& db = engine_.doorbells();
-  uint32_t idle_polls = 0;
-  uint64_t sleep_ns = idle_.min_sleep_ns;
+  IdleBackoff backoff(idle_);
   while (!stop_.load(std::memory_order_relaxed)) {
     if (pending_.load(std::memory_order_acquire)) run_commands();
     bool work;
+    bool awaiting;
     {
       std::lock_guard<SpinLock> lock(engine_mu_);
       work = engine_.poll();
+      awaiting = engine_.port_inflight() != 0;
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
     if (pacer_.maybe_starved() && pacer_.starved_or_not(work, SteadyClock().now_ns())) {
@@ -112,12 +124,11 @@ void EngineRunner::loop() {
     }
     if (work) {
       busy_polls_.fetch_add(1, std::memory_order_relaxed);
-      idle_polls = 0;
-      sleep_ns = idle_.min_sleep_ns;
+      backoff.busy();
       continue;
     }
-    if (++idle_polls < idle_.spin_polls) {
-      if (idle_polls % pacer_.every() != 0) {
+    if (backoff.spin()) {
+      if (backoff.idle_polls() % pacer_.every() != 0) {
         __builtin_ia32_pause();
         continue;
       }
@@ -132,21 +143,22 @@ void EngineRunner::loop() {
     const uint32_t seen = futex_word_.load(std::memory_order_acquire);
     db.sleeping.store(true, std::memory_order_seq_cst);
     if (!db.any() && !pending_.load(std::memory_order_acquire) && !stop_.load()) {
-      // tv_nsec must stay below a second (futex fails at once with EINVAL otherwise: with
-      // idle_sleep_us=1000000 the thread never slept).
-      const timespec ts{static_cast<time_t>(sleep_ns / 1'000'000'000u),
-                        static_cast<long>(sleep_ns % 1'000'000'000u)};
       sleeps_.fetch_add(1, std::memory_order_relaxed);
-      futex(&futex_word_, FUTEX_WAIT_PRIVATE, seen, &ts);
-      if (futex_word_.load(std::memory_order_acquire) != seen) {
-        wakeups_.fetch_add(1, std::memory_order_relaxed);
-        sleep_ns = idle_.min_sleep_ns;
-      } else {
-        sleep_ns = std::min(sleep_ns * 2, idle_.max_sleep_ns);
-      }
+      const bool woken = sleep_on(seen, backoff.sleep_ns());
+      if (woken) wakeups_.fetch_add(1, std::memory_order_relaxed);
+      backoff.slept(woken, awaiting);
     }
     db.sleeping.store(false, std::memory_order_relaxed);
   }
+}
+
+bool EngineRunner::sleep_on(uint32_t seen, uint64_t ns) {
+  // tv_nsec must stay below a second (futex fails at once with EINVAL otherwise: with
+  // idle_sleep_us=1000000 the thread never slept).
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000u),
+                    static_cast<long>(ns % 1'000'000'000u)};
+  futex(&futex_word_, FUTEX_WAIT_PRIVATE, seen, &ts);
+  return futex_word_.load(std::memory_order_acquire) != seen;
 }
 
 // A yield that took about as long as the fastest one seen found nothing else to run: the
@@ -181,9 +193,12 @@ void EngineRunner::idle_yield() {
   pacer_.record(t1 - t0, assisted_ago);
 }
 
-bool EngineRunner::try_poll() {
+bool EngineRunner::try_poll(bool* awaiting) {
   std::unique_lock<SpinLock> lock(engine_mu_, std::try_to_lock);
-  return lock.owns_lock() && engine_.poll();
+  if (!lock.owns_lock()) return false;
+  const bool work = engine_.poll();
+  if (awaiting) *awaiting = engine_.port_inflight() != 0;
+  return work;
 }
 
 bool EngineRunner::poll() {
@@ -210,6 +225,66 @@ void EngineRunner::poll_if_unattended(int max) {
   }
 }
 
+void EngineRunner::standby(uint64_t for_ns) {
+  if (threaded_) return;
+  DoorbellSet& db = engine_.doorbells();
+  IdleBackoff& b = standby_backoff_;
+  const SteadyClock clock;
+  const uint64_t end = clock.now_ns() + for_ns;
+  bool awaiting = false;  // as of the driver's last poll
+  for (uint64_t now = clock.now_ns(); now < end; now = clock.now_ns()) {
+    if (kicked_.exchange(false, std::memory_order_acquire)) b.busy();
+    // An application thread that polled since the last look drives the engine itself: no poll
+    // (it would take packets between the application's polls and its answers), no spinning.
+    const bool attended = app_polled_.exchange(false, std::memory_order_relaxed);
+    if (!attended) {
+      const bool work = try_poll(&awaiting);
+      standby_polls_.fetch_add(1, std::memory_order_relaxed);
+      if (work) {
+        standby_busy_polls_.fetch_add(1, std::memory_order_relaxed);
+        b.busy();
+      } else if (b.spin()) {
+        // Spinning as the engine thread does, yielding now and then: the application this
+        // stands in for may share the core.
+        if (b.idle_polls() % YieldPacer::kMinEvery == 0) {
+          sched_yield();
+        } else {
+          __builtin_ia32_pause();
+        }
+      }
+      if (work || b.idle_polls() < idle_.spin_polls) continue;
+    }
+    // Sleep, unless a kick or (unattended) a doorbell came since the last look.
+    const uint32_t seen = futex_word_.load(std::memory_order_acquire);
+    standby_sleeping_.store(true, std::memory_order_seq_cst);
+    if (!attended) db.sleeping.store(true, std::memory_order_seq_cst);
+    if (!kicked_.load(std::memory_order_seq_cst) && (attended || !db.any())) {
+      standby_sleeps_.fetch_add(1, std::memory_order_relaxed);
+      const bool woken = sleep_on(seen, std::min(b.sleep_ns(), end - now));
+      if (woken) standby_wakeups_.fetch_add(1, std::memory_order_relaxed);
+      b.slept(woken, awaiting);
+    }
+    db.sleeping.store(false, std::memory_order_relaxed);
+    standby_sleeping_.store(false, std::memory_order_relaxed);
+  }
+}
+
+void EngineRunner::kick_standby() {
+  if (threaded_) return;
+  kicked_.store(true, std::memory_order_seq_cst);
+  futex_word_.fetch_add(1, std::memory_order_seq_cst);
+  if (standby_sleeping_.load(std::memory_order_seq_cst)) {
+    futex(&futex_word_, FUTEX_WAKE_PRIVATE, 1, nullptr);
+  }
+}
+
+void EngineRunner::nap(uint64_t ns) {
+  const uint32_t seen = futex_word_.load(std::memory_order_acquire);
+  standby_sleeping_.store(true, std::memory_order_seq_cst);
+  if (!kicked_.load(std::memory_order_seq_cst)) sleep_on(seen, ns);
+  standby_sleeping_.store(false, std::memory_order_relaxed);
+}
+
 RunnerStats EngineRunner::stats() const {
   RunnerStats s;
   s.polls = polls_.load();
@@ -219,6 +294,10 @@ RunnerStats EngineRunner::stats() const {
   s.yields = yields_.load();
   s.long_yields = long_yields_.load();
   s.starved_yields = starved_yields_.load();
+  s.standby_polls = standby_polls_.load();
+  s.standby_busy_polls = standby_busy_polls_.load();
+  s.standby_sleeps = standby_sleeps_.load();
+  s.standby_wakeups = standby_wakeups_.load();
   return s;
 }
 

@@ -7,10 +7,13 @@
 //   are no work: such an engine backs off too, and its timers still fire on each wake-up. While a
 //   thread that never yields shares its core (YieldPacer), it sleeps instead of spinning. Received
 //   packets cannot wake it: the sleep bound is the extra latency an idle engine adds to the first
-//   packet, unless an application thread that waits for a completion polls the engine itself
-//   meanwhile (assist()).
+//   packet (the shortest sleep while a peer's answer is due: IdlePolicy::awaiting_sleeps), unless
+//   an application thread that waits for a completion polls the engine itself meanwhile
+//   (assist()).
 // - inline: the application's threads drive it by calling poll() (run-to-completion, for
-//   latency), one at a time under a try-lock.
+//   latency), one at a time under a try-lock. While the application may be blocked waiting for
+//   a completion event instead of polling, a helper thread stands in for the engine thread
+//   (standby(): the same back-off, woken by doorbells and kick_standby()).
 //
 // Control operations (creating and modifying objects) must run with exclusive access to the
 // engine: run() executes a function on the engine thread and waits for it (threaded), or under
@@ -36,6 +39,51 @@ struct IdlePolicy {
   uint32_t spin_polls = 4096;       // idle polls before the first sleep
   uint64_t min_sleep_ns = 10'000;   // first sleep
   uint64_t max_sleep_ns = 200'000;  // sleeps double up to this
+  // While the engine awaits a peer's answer (unacknowledged RC packets, READ responses: its
+  // port_inflight()), this many sleeps after the last work stay at min_sleep_ns: the answer,
+  // which cannot wake the thread, is likely due (a peer's reply to a ping-pong, its ACKs) and
+  // waits less. About 4 ms at the defaults, then the sleeps double as when idle, so a peer
+  // that never answers costs no core.
+  uint32_t awaiting_sleeps = 200;
+};
+
+// The idle back-off of a thread that drives an engine (the engine thread, an inline engine's
+// standby driver): after a poll that found work, spin_polls idle polls, then sleeps of
+// min_sleep_ns doubling up to max_sleep_ns (the first awaiting_sleeps of them kept short while
+// the engine awaits an answer); work, or a sleep cut short by a wake-up, starts it afresh.
+class IdleBackoff {
+ public:
+  explicit IdleBackoff(const IdlePolicy& p) : p_(p), sleep_ns_(p.min_sleep_ns) {}
+  void busy() {
+    idle_polls_ = 0;
+    short_sleeps_ = 0;
+    sleep_ns_ = p_.min_sleep_ns;
+  }
+  // After an idle poll: true while the spin phase lasts (poll again), false when it is time to
+  // sleep for sleep_ns().
+  bool spin() {
+    if (idle_polls_ < p_.spin_polls) ++idle_polls_;
+    return idle_polls_ < p_.spin_polls;
+  }
+  uint32_t idle_polls() const { return idle_polls_; }
+  uint64_t sleep_ns() const { return sleep_ns_; }
+  // After a sleep; `awaiting`: the engine awaits a peer's answer.
+  void slept(bool woken, bool awaiting = false) {
+    if (woken) {
+      sleep_ns_ = p_.min_sleep_ns;
+    } else if (awaiting && short_sleeps_ < p_.awaiting_sleeps) {
+      ++short_sleeps_;
+      sleep_ns_ = p_.min_sleep_ns;
+    } else {
+      sleep_ns_ = std::min(sleep_ns_ * 2, p_.max_sleep_ns);
+    }
+  }
+
+ private:
+  IdlePolicy p_;
+  uint32_t idle_polls_ = 0;
+  uint32_t short_sleeps_ = 0;
+  uint64_t sleep_ns_;
 };
 
 struct RunnerStats {
@@ -46,6 +94,11 @@ struct RunnerStats {
   uint64_t yields = 0;          // sched_yield calls while spinning idle
   uint64_t long_yields = 0;     // yields that got the core back only after YieldPacer::kHogNs
   uint64_t starved_yields = 0;  // see YieldPacer
+  // Inline mode: the standby driver (EngineRunner::standby).
+  uint64_t standby_polls = 0;       // its polls of the engine
+  uint64_t standby_busy_polls = 0;  // ... that found work
+  uint64_t standby_sleeps = 0;
+  uint64_t standby_wakeups = 0;  // sleeps cut short by a doorbell or kick_standby()
 };
 
 // How often an idle-spinning engine thread yields its core (every() idle polls). An
@@ -140,12 +193,31 @@ class EngineRunner {
   // poll: polls only if no poll() came since the last call (then up to `max` polls, while they
   // find work). An application driving the engine is not preempted by the helper.
   void poll_if_unattended(int max);
+  // Inline mode, for a helper thread while the application may be blocked waiting for a
+  // completion event (a CQ armed on a completion channel) rather than polling: stands in for the
+  // engine thread for `for_ns` -- polls while that finds work, then the engine thread's idle
+  // back-off (IdlePolicy: spin, then sleeps of 10 us doubling to the longest idle sleep), woken
+  // at once by a doorbell (a post) or kick_standby(). While application threads poll (a poll()
+  // since its last look) it does not poll itself, nor spin, nor take doorbells: it sleeps on,
+  // its sleeps doubling, and polls once they stop. Returns after about `for_ns` (one back-off
+  // sleep more at most).
+  void standby(uint64_t for_ns);
+  // Any thread: an application thread is about to wait for an event (it armed a CQ, or blocks
+  // on a completion channel). A sleeping standby driver wakes, and its back-off starts afresh.
+  void kick_standby();
+  // Inline mode, for the same helper between standby() calls: sleeps up to ns, less if
+  // kick_standby() comes (or came since the last standby()).
+  void nap(uint64_t ns);
 
   RunnerStats stats() const;
 
  private:
   void idle_yield();
-  bool try_poll();  // one poll under the engine lock, unless another thread holds it
+  // Sleeps on futex_word_ for up to ns, unless it moved since `seen`; true if woken early.
+  bool sleep_on(uint32_t seen, uint64_t ns);
+  // One poll under the engine lock, unless another thread holds it; *awaiting: whether the
+  // engine then awaits a peer's answer (IdlePolicy::awaiting_sleeps).
+  bool try_poll(bool* awaiting = nullptr);
   void submit(std::function<void()> fn);
   void loop();
   void run_commands();
@@ -172,6 +244,13 @@ class EngineRunner {
   std::atomic<uint64_t> polls_{0}, busy_polls_{0}, sleeps_{0}, wakeups_{0}, yields_{0},
       long_yields_{0}, starved_yields_{0};
   std::atomic<uint64_t> last_assist_ns_{0};  // when an application thread last polled (assist)
+
+  // Inline mode's standby driver (one helper thread at a time).
+  IdleBackoff standby_backoff_;
+  std::atomic<bool> kicked_{false};            // kick_standby() since the driver last looked
+  std::atomic<bool> standby_sleeping_{false};  // the driver is in (or about to enter) a sleep
+  std::atomic<uint64_t> standby_polls_{0}, standby_busy_polls_{0}, standby_sleeps_{0},
+      standby_wakeups_{0};
 };
 
 }  // namespace roce

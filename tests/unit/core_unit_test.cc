@@ -552,6 +552,13 @@ TEST(CountersFormat, RunnerCountersOneLineEachZeroOnesLeftOut) {
   st.wakeups = 3;
   EXPECT_NE(format_runner_counters(st).find("  sleeps ended by a doorbell   3\n"),
             std::string::npos);
+  EXPECT_EQ(format_standby_counters(st), "");  // inline mode's standby driver never ran
+  st.standby_polls = 9;
+  st.standby_sleeps = 4;
+  EXPECT_EQ(format_standby_counters(st),
+            "standby driver (inline mode, a CQ armed on a channel):\n"
+            "  polls                        9\n"
+            "  sleeps                       4\n");
 }
 
 // A capture file's records (roce::PcapWriter): the byte count of each record, from the file.
