@@ -11,11 +11,9 @@
 
 namespace roce::perf {
 
-inline uint64_t splitmix(uint64_t x) { return mix64(x); }
-
 struct Pattern {
   uint64_t salt;
-  uint64_t base(uint64_t msg) const { return splitmix(salt ^ msg); }
+  uint64_t base(uint64_t msg) const { return mix64(salt ^ msg); }
   static uint64_t word(uint64_t base, uint64_t i) { return base + i * 0xD6E8FEB86659FD93ull; }
 
   // Message `msg`'s first `len` bytes.
@@ -56,7 +54,7 @@ struct Pattern {
 // A run's pattern for one verb and message size: a message of another size or verb (a peer
 // that runs other sizes, a stale message from the previous size) does not match it.
 inline Pattern pattern_for(Verb v, uint64_t size) {
-  return Pattern{splitmix(size * 0x100000001B3ull ^ (static_cast<uint64_t>(v) << 56))};
+  return Pattern{mix64(size * 0x100000001B3ull ^ (static_cast<uint64_t>(v) << 56))};
 }
 
 }  // namespace roce::perf
